@@ -1,0 +1,61 @@
+package messages
+
+// Code classifies a failure. Codes appear in the journal, in logs and in
+// metrics; they never carry message bodies or secrets.
+type Code string
+
+// Failure codes shared by the actors and adapters.
+const (
+	CodeOK               Code = "ok"
+	CodeLLMUnavailable   Code = "llm_unavailable"
+	CodeLLMTimeout       Code = "llm_timeout"
+	CodeLLMBadResponse   Code = "llm_bad_response"
+	CodeLLMRejected      Code = "llm_rejected"
+	CodeInvocationPanic  Code = "invocation_panic"
+	CodeInvocationLost   Code = "invocation_lost"
+	CodeDeadline         Code = "deadline"
+	CodeMatrixRateLimit  Code = "matrix_rate_limited"
+	CodeMatrixForbidden  Code = "matrix_forbidden"
+	CodeMatrixUnavailable Code = "matrix_unavailable"
+	CodeMatrixRejected   Code = "matrix_rejected"
+	CodeStorage          Code = "storage"
+	CodeShutdown         Code = "shutdown"
+	CodeInternal         Code = "internal"
+)
+
+// Error is an error carrying a Code and a safe, body-free message.
+type Error struct {
+	Code      Code
+	Message   string
+	Permanent bool
+	Err       error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return string(e.Code) + ": " + e.Message + ": " + e.Err.Error()
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Unwrap returns the wrapped cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode extracts the Code of err, or CodeInternal when err carries none.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return CodeOK
+	}
+	for e := err; e != nil; {
+		if le, ok := e.(*Error); ok {
+			return le.Code
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			break
+		}
+		e = u.Unwrap()
+	}
+	return CodeInternal
+}

@@ -1,0 +1,395 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// BadgerOptions tunes the Badger store. The zero value is the production
+// setting.
+type BadgerOptions struct {
+	// Logger receives Badger's warnings and errors. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Badger is the production Store: one embedded Badger database with
+// synchronous writes, so an acknowledged write survives a process kill.
+type Badger struct {
+	db     *badger.DB
+	closed atomic.Bool
+}
+
+var _ Store = (*Badger)(nil)
+
+// OpenBadger opens (creating if needed) the database in dir.
+func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(badgerLogger{o.Logger}).
+		// A chat bot's state is small: modest memory instead of Badger's
+		// server-sized defaults.
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2)
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open badger at %s: %w", dir, err)
+	}
+	return &Badger{db: db}, nil
+}
+
+// Close closes the database. It is safe to call more than once.
+func (s *Badger) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.db.Close()
+}
+
+func (s *Badger) update(fn func(txn *badger.Txn) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	// Badger's optimistic transactions abort when another transaction
+	// wrote a key this one read; the work is idempotent, so retry a few
+	// times before giving up.
+	var err error
+	for range 5 {
+		if err = s.db.Update(fn); !errors.Is(err, badger.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+func (s *Badger) view(fn func(txn *badger.Txn) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.db.View(fn)
+}
+
+// AppendEvent implements Journal.
+func (s *Badger) AppendEvent(name string, index uint64, ev proto.Message) error {
+	val, err := encodeAny(ev)
+	if err != nil {
+		return err
+	}
+	k := indexedKey('j', name, index)
+	return s.update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(k); err == nil {
+			return fmt.Errorf("%w: %q index %d", ErrConflict, name, index)
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		return txn.Set(k, val)
+	})
+}
+
+// Events implements Journal.
+func (s *Badger) Events(name string, from, to uint64, fn func(uint64, proto.Message) error) error {
+	prefix := prefixOf('j', name)
+	return s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		want := from
+		for it.Seek(indexedKey('j', name, from)); it.ValidForPrefix(prefix); it.Next() {
+			item := it.Item()
+			idx := indexOf(item.Key())
+			if to != 0 && idx >= to {
+				break
+			}
+			if idx != want {
+				return gapError(name, want, idx)
+			}
+			b, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			msg, err := decodeAny(b)
+			if err != nil {
+				return fmt.Errorf("%q index %d: %w", name, idx, err)
+			}
+			if err := fn(idx, msg); err != nil {
+				return err
+			}
+			want++
+		}
+		return nil
+	})
+}
+
+// SaveSnapshot implements Journal.
+func (s *Badger) SaveSnapshot(name string, index uint64, snap proto.Message) error {
+	val, err := encodeAny(snap)
+	if err != nil {
+		return err
+	}
+	return s.update(func(txn *badger.Txn) error {
+		return txn.Set(indexedKey('s', name, index), val)
+	})
+}
+
+// LatestSnapshot implements Journal.
+func (s *Badger) LatestSnapshot(name string) (proto.Message, uint64, bool, error) {
+	var (
+		msg   proto.Message
+		index uint64
+		ok    bool
+	)
+	prefix := prefixOf('s', name)
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+		defer it.Close()
+		it.Seek(append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		if !it.ValidForPrefix(prefix) {
+			return nil
+		}
+		item := it.Item()
+		b, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		index = indexOf(item.Key())
+		if msg, err = decodeAny(b); err != nil {
+			return fmt.Errorf("snapshot %q index %d: %w", name, index, err)
+		}
+		ok = true
+		return nil
+	})
+	return msg, index, ok, err
+}
+
+// DeleteEvents implements Journal.
+func (s *Badger) DeleteEvents(name string, inclusiveTo uint64) error {
+	return s.deleteTo('j', name, inclusiveTo)
+}
+
+// DeleteSnapshots implements Journal.
+func (s *Badger) DeleteSnapshots(name string, inclusiveTo uint64) error {
+	return s.deleteTo('s', name, inclusiveTo)
+}
+
+func (s *Badger) deleteTo(kind byte, name string, inclusiveTo uint64) error {
+	prefix := prefixOf(kind, name)
+	var keys [][]byte
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			if indexOf(k) > inclusiveTo {
+				break
+			}
+			keys = append(keys, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Deletions are idempotent, so splitting them over transactions is safe.
+	const chunk = 1000
+	for len(keys) > 0 {
+		n := min(chunk, len(keys))
+		part := keys[:n]
+		keys = keys[n:]
+		if err := s.update(func(txn *badger.Txn) error {
+			for _, k := range part {
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cursor implements Ledger.
+func (s *Badger) Cursor() (*roompb.SyncCursor, error) {
+	cur := &roompb.SyncCursor{}
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte{'c'})
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if err := proto.Unmarshal(v, cur); err != nil {
+				return fmt.Errorf("%w: sync cursor: %v", ErrCorrupt, err)
+			}
+			return nil
+		})
+	})
+	return cur, err
+}
+
+// CommitSync implements Ledger.
+func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) ([]*roompb.Candidate, error) {
+	curVal, err := proto.Marshal(cur)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cands {
+		if err := validateCandidate(c); err != nil {
+			return nil, err
+		}
+	}
+	var accepted []*roompb.Candidate
+	err = s.update(func(txn *badger.Txn) error {
+		accepted = accepted[:0]
+		seq, err := getUint(txn, []byte{'q'})
+		if err != nil {
+			return err
+		}
+		for _, c := range cands {
+			marker := key('n', c.GetRoomId(), c.GetEventId())
+			if _, err := txn.Get(marker); err == nil {
+				continue
+			} else if !errors.Is(err, badger.ErrKeyNotFound) {
+				return err
+			}
+			seq++
+			entry := proto.Clone(c).(*roompb.Candidate)
+			entry.InboxSeq = seq
+			val, err := proto.Marshal(entry)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(indexedKey('i', c.GetRoomId(), seq), val); err != nil {
+				return err
+			}
+			if err := txn.Set(marker, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+				return err
+			}
+			accepted = append(accepted, entry)
+		}
+		if err := txn.Set([]byte{'q'}, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+			return err
+		}
+		return txn.Set([]byte{'c'}, curVal)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return accepted, nil
+}
+
+// Inbox implements Ledger.
+func (s *Badger) Inbox(room string) ([]*roompb.Candidate, error) {
+	var out []*roompb.Candidate
+	prefix := prefixOf('i', room)
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			c := &roompb.Candidate{}
+			if err := it.Item().Value(func(v []byte) error { return proto.Unmarshal(v, c) }); err != nil {
+				return fmt.Errorf("%w: inbox entry: %v", ErrCorrupt, err)
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RemoveInbox implements Ledger.
+func (s *Badger) RemoveInbox(room, eventID string) error {
+	return s.update(func(txn *badger.Txn) error {
+		item, err := txn.Get(key('n', room, eventID))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var seq uint64
+		if err := item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: routed marker", ErrCorrupt)
+			}
+			seq = binary.BigEndian.Uint64(v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return txn.Delete(indexedKey('i', room, seq))
+	})
+}
+
+// RecordBotEvent implements BotEvents.
+func (s *Badger) RecordBotEvent(room, eventID, inReplyTo string) error {
+	return s.update(func(txn *badger.Txn) error {
+		return txn.Set(key('b', room, eventID), []byte(inReplyTo))
+	})
+}
+
+// IsBotEvent implements BotEvents.
+func (s *Badger) IsBotEvent(room, eventID string) (bool, error) {
+	found := false
+	err := s.view(func(txn *badger.Txn) error {
+		_, err := txn.Get(key('b', room, eventID))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return found, err
+}
+
+func getUint(txn *badger.Txn, k []byte) (uint64, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	err = item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: counter %q", ErrCorrupt, k)
+		}
+		n = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return n, err
+}
+
+// badgerLogger routes Badger's logging into slog; its Info chatter is
+// dropped.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	if b.l != nil {
+		b.l.Error(fmt.Sprintf(f, a...), "lib", "badger")
+	}
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	if b.l != nil {
+		b.l.Warn(fmt.Sprintf(f, a...), "lib", "badger")
+	}
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

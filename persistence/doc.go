@@ -1,0 +1,20 @@
+// Package persistence is Lisa's durable state: room journals and snapshots
+// (event sourcing for the room actors), the sync ledger with its per-room
+// inboxes, and the ledger of Lisa's own Matrix events.
+//
+// Two stores implement the same interfaces: Badger (one embedded database,
+// synchronous writes) for production and Memory for tests. The conformance
+// suite in persistencetest runs against both. Provider adapts a Journal to
+// protoactor's persistence plugin.
+//
+// Key layout in Badger (NUL separators keep "rooms/a" from prefix-matching
+// "rooms/a/b"; indices are big-endian so iteration is ordered):
+//
+//	j 0x00 <actor> 0x00 be64(index)  journal event (anypb)
+//	s 0x00 <actor> 0x00 be64(index)  snapshot (anypb)
+//	c                                sync cursor (SyncCursor)
+//	q                                last inbox sequence number
+//	i 0x00 <room> 0x00 be64(seq)     inbox entry (Candidate)
+//	n 0x00 <room> 0x00 <event>       routed marker: be64(seq) of the entry
+//	b 0x00 <room> 0x00 <event>       Lisa's own event: ID of the event it answers
+package persistence

@@ -1,0 +1,93 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Journal stores each actor's events and snapshots under the actor's name.
+// Indices are the positions protoactor's persistence plugin assigns.
+type Journal interface {
+	// AppendEvent stores ev at index. Writing an index twice is an error
+	// (ErrConflict): it would mean an event was applied twice.
+	AppendEvent(name string, index uint64, ev proto.Message) error
+	// Events calls fn for each event with from <= index < to (to == 0 means
+	// no bound) in index order. A missing index inside the range that
+	// exists is reported as ErrGap.
+	Events(name string, from, to uint64, fn func(index uint64, ev proto.Message) error) error
+	// SaveSnapshot stores snap as the state before the event at index.
+	SaveSnapshot(name string, index uint64, snap proto.Message) error
+	// LatestSnapshot returns the newest snapshot of name.
+	LatestSnapshot(name string) (snap proto.Message, index uint64, ok bool, err error)
+	// DeleteEvents removes the events of name with index <= inclusiveTo.
+	DeleteEvents(name string, inclusiveTo uint64) error
+	// DeleteSnapshots removes the snapshots of name with index <= inclusiveTo.
+	DeleteSnapshots(name string, inclusiveTo uint64) error
+}
+
+// Ledger is the sync actor's durable intake: the /sync cursor and the
+// per-room inboxes of accepted candidates.
+type Ledger interface {
+	// Cursor returns the committed cursor; an empty one before the first
+	// commit.
+	Cursor() (*roompb.SyncCursor, error)
+	// CommitSync atomically stores cur and appends each candidate whose
+	// (room, event) was never routed before to its room's inbox. It returns
+	// the candidates it appended, with InboxSeq assigned. Either everything
+	// is stored or nothing is.
+	CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) ([]*roompb.Candidate, error)
+	// Inbox returns a room's pending candidates in the order they were
+	// committed.
+	Inbox(room string) ([]*roompb.Candidate, error)
+	// RemoveInbox deletes a room's pending candidate. Removing an absent
+	// entry is not an error. The routed marker stays, so a later sync
+	// response carrying the same event does not route it again.
+	RemoveInbox(room, eventID string) error
+}
+
+// BotEvents records the events Lisa sent, so replies to Lisa are recognised
+// without asking the homeserver.
+type BotEvents interface {
+	// RecordBotEvent notes that Lisa sent eventID in room in answer to
+	// inReplyTo.
+	RecordBotEvent(room, eventID, inReplyTo string) error
+	// IsBotEvent reports whether Lisa sent eventID in room.
+	IsBotEvent(room, eventID string) (bool, error)
+}
+
+// Store is everything Lisa keeps on disk.
+type Store interface {
+	Journal
+	Ledger
+	BotEvents
+	// Close releases the store. It is safe to call more than once.
+	Close() error
+}
+
+// Sentinel errors. Wrapped errors carry the actor or room and index.
+var (
+	// ErrGap reports a missing journal index: replaying past it would
+	// produce a state that never existed.
+	ErrGap = errors.New("persistence: journal gap")
+	// ErrConflict reports a second write to the same journal index.
+	ErrConflict = errors.New("persistence: journal index already written")
+	// ErrCorrupt reports a stored value that cannot be decoded.
+	ErrCorrupt = errors.New("persistence: corrupt record")
+	// ErrClosed reports use of a closed store.
+	ErrClosed = errors.New("persistence: store closed")
+)
+
+func gapError(name string, want, got uint64) error {
+	return fmt.Errorf("%w: %q expected index %d, found %d", ErrGap, name, want, got)
+}
+
+func validateCandidate(c *roompb.Candidate) error {
+	if c.GetRoomId() == "" || c.GetEventId() == "" {
+		return fmt.Errorf("persistence: candidate needs room and event IDs")
+	}
+	return nil
+}
