@@ -1,34 +1,45 @@
 package messages
 
+import "time"
+
 // Code classifies a failure. Codes appear in the journal, in logs and in
 // metrics; they never carry message bodies or secrets.
 type Code string
 
 // Failure codes shared by the actors and adapters.
 const (
-	CodeOK               Code = "ok"
-	CodeLLMUnavailable   Code = "llm_unavailable"
-	CodeLLMTimeout       Code = "llm_timeout"
-	CodeLLMBadResponse   Code = "llm_bad_response"
-	CodeLLMRejected      Code = "llm_rejected"
-	CodeInvocationPanic  Code = "invocation_panic"
-	CodeInvocationLost   Code = "invocation_lost"
-	CodeDeadline         Code = "deadline"
-	CodeMatrixRateLimit  Code = "matrix_rate_limited"
-	CodeMatrixForbidden  Code = "matrix_forbidden"
+	CodeOK                Code = "ok"
+	CodeLLMUnavailable    Code = "llm_unavailable"
+	CodeLLMTimeout        Code = "llm_timeout"
+	CodeLLMBadResponse    Code = "llm_bad_response"
+	CodeLLMRejected       Code = "llm_rejected"
+	CodeInvocationPanic   Code = "invocation_panic"
+	CodeInvocationLost    Code = "invocation_lost"
+	CodeDeadline          Code = "deadline"
+	CodeMatrixRateLimit   Code = "matrix_rate_limited"
+	CodeMatrixForbidden   Code = "matrix_forbidden"
 	CodeMatrixUnavailable Code = "matrix_unavailable"
-	CodeMatrixRejected   Code = "matrix_rejected"
-	CodeStorage          Code = "storage"
-	CodeShutdown         Code = "shutdown"
-	CodeInternal         Code = "internal"
+	CodeMatrixRejected    Code = "matrix_rejected"
+	CodeStorage           Code = "storage"
+	CodeShutdown          Code = "shutdown"
+	CodeInternal          Code = "internal"
 )
 
 // Error is an error carrying a Code and a safe, body-free message.
 type Error struct {
-	Code      Code
-	Message   string
+	// Code classifies the failure.
+	Code Code
+	// Message says what failed, without bodies or secrets.
+	Message string
+	// Permanent failures are not retried.
 	Permanent bool
-	Err       error
+	// Ambiguous failures may have taken effect anyway (a send whose
+	// response was lost).
+	Ambiguous bool
+	// RetryAfter is the server's requested delay, if it named one.
+	RetryAfter time.Duration
+	// Err is the cause.
+	Err error
 }
 
 // Error implements error.

@@ -1,0 +1,123 @@
+package invocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Invoker produces the exact reply content for one candidate. Returning a
+// *messages.Error classifies the failure; any other error counts as a
+// transient internal failure.
+type Invoker interface {
+	Invoke(ctx context.Context, c *roompb.Candidate, attempt uint32) ([]byte, error)
+}
+
+// InvokerFunc adapts a function to Invoker.
+type InvokerFunc func(ctx context.Context, c *roompb.Candidate, attempt uint32) ([]byte, error)
+
+// Invoke implements Invoker.
+func (f InvokerFunc) Invoke(ctx context.Context, c *roompb.Candidate, attempt uint32) ([]byte, error) {
+	return f(ctx, c, attempt)
+}
+
+// Config is what every invocation child shares.
+type Config struct {
+	Invoker Invoker
+	// Timeout bounds one attempt (runtime.invocation_timeout_seconds).
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// Props returns the props of a child running attempt for c. The child
+// reports exactly one messages.InvocationResult to its parent, unless it
+// is stopped first.
+func Props(cfg Config, c *roompb.Candidate, attempt uint32, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &child{cfg: cfg, cand: c, attempt: attempt}
+	}, opts...)
+}
+
+type child struct {
+	cfg     Config
+	cand    *roompb.Candidate
+	attempt uint32
+	cancel  context.CancelFunc
+}
+
+type done struct{ res *messages.InvocationResult }
+
+func (a *child) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		if a.cancel != nil {
+			return
+		}
+		runCtx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeout)
+		a.cancel = cancel
+		self, sys := ctx.Self(), ctx.ActorSystem()
+		go func() {
+			res := a.run(runCtx)
+			sys.Root.Send(self, &done{res: res})
+		}()
+	case *done:
+		ctx.Send(ctx.Parent(), m.res)
+	case *actor.Stopping, *actor.Restarting:
+		if a.cancel != nil {
+			a.cancel()
+		}
+	}
+}
+
+// run performs the attempt; a panic in the invoker becomes a failure
+// result instead of crashing the process.
+func (a *child) run(ctx context.Context) (res *messages.InvocationResult) {
+	res = &messages.InvocationResult{EventID: messages.EventID(a.cand.GetEventId()), Attempt: a.attempt}
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			res.Content = nil
+			res.Err = &messages.Error{Code: messages.CodeInvocationPanic, Message: fmt.Sprintf("invoker panicked (%T)", r)}
+		}
+		if a.cfg.Logger != nil {
+			a.cfg.Logger.Info("invocation attempt finished",
+				"room", messages.RoomID(a.cand.GetRoomId()), "event", messages.EventID(a.cand.GetEventId()),
+				"attempt", a.attempt, "code", messages.ErrorCode(errOrNil(res.Err)), "duration_ms", time.Since(start).Milliseconds())
+		}
+	}()
+	content, err := a.cfg.Invoker.Invoke(ctx, a.cand, a.attempt)
+	switch {
+	case err == nil && len(content) == 0:
+		res.Err = &messages.Error{Code: messages.CodeInternal, Message: "invoker returned no content"}
+	case err == nil:
+		res.Content = content
+	default:
+		res.Err = classify(ctx, err)
+	}
+	return res
+}
+
+func classify(ctx context.Context, err error) *messages.Error {
+	var le *messages.Error
+	if errors.As(err, &le) {
+		return le
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		return &messages.Error{Code: messages.CodeDeadline, Message: "invocation timed out", Err: err}
+	}
+	return &messages.Error{Code: messages.ErrorCode(err), Message: "invocation failed", Err: err}
+}
+
+func errOrNil(e *messages.Error) error {
+	if e == nil {
+		return nil
+	}
+	return e
+}

@@ -1,0 +1,318 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	actorpersist "github.com/asynkron/protoactor-go/persistence"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Inbox is the room's view of the sync ledger.
+type Inbox interface {
+	Inbox(room string) ([]*roompb.Candidate, error)
+	RemoveInbox(room, eventID string) error
+}
+
+// BotEvents records Lisa's own events for reply detection.
+type BotEvents interface {
+	RecordBotEvent(room, eventID, inReplyTo string) error
+}
+
+// Sender delivers replies to the homeserver. Errors should be
+// *messages.Error so the room can tell permanent, ambiguous and rate-limited
+// failures apart; any other error counts as transient and ambiguous.
+type Sender interface {
+	// SendReply sends content to room with txnID and returns the event ID.
+	SendReply(ctx context.Context, room, txnID string, content []byte) (string, error)
+	// FindReply looks for a reply Lisa already sent for invokingEventID
+	// (by transaction ID or relation) and returns its event ID.
+	FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error)
+}
+
+// Clock supplies time to the room.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f after d; the returned function cancels it.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// Config wires a room actor.
+type Config struct {
+	Policy    Policy
+	Provider  actorpersist.Provider
+	Inbox     Inbox
+	BotEvents BotEvents
+	Sender    Sender
+	// NewInvocation returns the props of the invocation child for one
+	// attempt. The child must report a messages.InvocationResult to its
+	// parent.
+	NewInvocation func(c *roompb.Candidate, attempt uint32) *actor.Props
+	// ChildOptions are applied to every child's props (mailbox tracking,
+	// panic logging).
+	ChildOptions []actor.PropsOption
+	Clock        Clock
+	Logger       *slog.Logger
+	// Generations hands out instance numbers so that results addressed to
+	// a previous incarnation of the actor are recognised and dropped.
+	Generations *atomic.Uint64
+}
+
+// Props returns the props of a room actor. Its supervisor stops a failing
+// invocation child at once: retries are counted durably by the room, not in
+// memory by protoactor.
+func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
+	stopChild := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
+	all := append([]actor.PropsOption{
+		actor.WithReceiverMiddleware(actorpersist.Using(cfg.Provider)),
+		actor.WithSupervisor(stopChild),
+	}, opts...)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &roomActor{cfg: cfg, m: NewMachine(cfg.Policy), gen: cfg.Generations.Add(1)}
+	}, all...)
+}
+
+type roomActor struct {
+	actorpersist.Mixin
+	cfg       Config
+	m         *Machine
+	gen       uint64
+	ctx       context.Context
+	cancel    context.CancelFunc
+	live      bool
+	child     *actor.PID
+	slotToken uint64
+	slotSeq   uint32
+	timers    map[uint64]func() bool
+	timerSeq  uint64
+}
+
+// Messages the actor sends itself; gen ties them to one incarnation.
+type (
+	inboxLoaded struct {
+		gen   uint64
+		cands []*roompb.Candidate
+	}
+	effectDone struct {
+		gen uint64
+		in  Input
+	}
+	timerFired struct {
+		gen, id uint64
+		in      Input
+	}
+)
+
+func (r *roomActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+		r.timers = map[uint64]func() bool{}
+	case *roompb.RoomSnapshot:
+		r.m.Restore(FromSnapshot(m))
+	case *actorpersist.RequestSnapshot:
+		r.PersistSnapshot(r.m.Snapshot())
+	case *actorpersist.ReplayComplete:
+		r.live = true
+		r.cfg.Logger.Debug("room recovered", "room", messages.RoomID(r.cfg.Policy.RoomID), "queue", len(r.m.Queue), "next_index", r.m.NextIndex)
+		r.step(ctx, Recovered{})
+	case *messages.Nudge:
+		if r.live {
+			r.perform(ctx, LoadInbox{})
+		}
+	case *inboxLoaded:
+		if m.gen == r.gen {
+			r.step(ctx, InboxLoaded{Candidates: m.cands})
+		}
+	case *messages.SlotGranted:
+		if m.Token == r.slotToken {
+			r.step(ctx, SlotGranted{})
+		}
+	case *messages.InvocationResult:
+		if r.child == nil || ctx.Sender() == nil || !ctx.Sender().Equal(r.child) {
+			return
+		}
+		ctx.Stop(r.child) // stop it ourselves: Terminated may overtake results
+		r.child = nil
+		r.step(ctx, InvocationDone{EventID: string(m.EventID), Attempt: m.Attempt, Content: m.Content, Err: m.Err})
+	case *actor.Terminated:
+		if r.child != nil && m.Who.Equal(r.child) {
+			r.child = nil
+			head := r.m.Head()
+			if head != nil {
+				r.step(ctx, InvocationLost{EventID: head.EventID(), Attempt: r.m.attempt})
+			}
+		}
+	case *effectDone:
+		if m.gen == r.gen {
+			r.step(ctx, m.in)
+		}
+	case *timerFired:
+		if m.gen == r.gen {
+			delete(r.timers, m.id)
+			r.step(ctx, m.in)
+		}
+	case *messages.RoomStatusRequest:
+		ctx.Respond(r.status())
+	case *actor.Stopping, *actor.Restarting:
+		r.live = false
+		if r.cancel != nil {
+			r.cancel()
+		}
+		for _, stop := range r.timers {
+			stop()
+		}
+	default:
+		if ev, ok := m.(proto.Message); ok && r.Recovering() {
+			if err := r.m.Apply(ev); err != nil {
+				panic(err)
+			}
+		}
+	}
+}
+
+// step runs one input through the machine: persist each event, apply it,
+// perform the effects, and pump until nothing is left to do.
+func (r *roomActor) step(ctx actor.Context, in Input) {
+	if !r.live {
+		return
+	}
+	now := r.cfg.Clock.Now()
+	out := r.m.Decide(in, now)
+	for {
+		for _, ev := range out.Events {
+			// Persist first, then apply: a snapshot taken inside
+			// PersistReceive must describe the state before ev.
+			r.PersistReceive(ev)
+			if err := r.m.Apply(ev); err != nil {
+				panic(err)
+			}
+		}
+		for _, eff := range out.Effects {
+			r.perform(ctx, eff)
+		}
+		if out = r.m.Pump(now); out.Empty() {
+			return
+		}
+	}
+}
+
+func (r *roomActor) perform(ctx actor.Context, eff Effect) {
+	room := r.cfg.Policy.RoomID
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	switch e := eff.(type) {
+	case LoadInbox:
+		// Local disk reads and deletes are as fast as the journal write
+		// the plugin already does synchronously; network IO never runs
+		// here.
+		cands, err := r.cfg.Inbox.Inbox(room)
+		if err != nil {
+			panic(fmt.Errorf("room: read inbox: %w", err))
+		}
+		if len(cands) > 0 {
+			ctx.Send(self, &inboxLoaded{gen: gen, cands: cands})
+		}
+	case RemoveInbox:
+		if err := r.cfg.Inbox.RemoveInbox(room, e.EventID); err != nil {
+			panic(fmt.Errorf("room: remove inbox entry: %w", err))
+		}
+	case RequestSlot:
+		// Tokens are unique across incarnations, so a grant meant for a
+		// previous incarnation is never mistaken for the current one.
+		r.slotSeq++
+		r.slotToken = r.gen<<32 | uint64(r.slotSeq)
+		ctx.Request(ctx.Parent(), &messages.AcquireSlot{Token: r.slotToken})
+	case ReleaseSlot:
+		ctx.Send(ctx.Parent(), &messages.ReleaseSlot{Token: r.slotToken})
+	case StartInvocation:
+		props := r.cfg.NewInvocation(e.Candidate, e.Attempt).Configure(r.cfg.ChildOptions...)
+		child, err := ctx.SpawnNamed(props, fmt.Sprintf("inv-%d", r.m.NextIndex))
+		if err != nil {
+			panic(fmt.Errorf("room: spawn invocation: %w", err))
+		}
+		r.child = child
+	case SendReply:
+		go func() {
+			id, err := r.cfg.Sender.SendReply(r.ctx, room, e.TxnID, e.Content)
+			done := SendDone{EventID: e.EventID, ReplyEventID: id}
+			if err != nil {
+				le := asError(err)
+				done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
+			}
+			sys.Root.Send(self, &effectDone{gen: gen, in: done})
+		}()
+	case Reconcile:
+		go func() {
+			id, found, err := r.cfg.Sender.FindReply(r.ctx, room, e.EventID, e.TxnID)
+			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id}
+			if err != nil {
+				le := asError(err)
+				done.Err, done.RetryAfter = le, le.RetryAfter
+			}
+			sys.Root.Send(self, &effectDone{gen: gen, in: done})
+		}()
+	case RecordBotEvent:
+		if err := r.cfg.BotEvents.RecordBotEvent(room, e.ReplyEventID, e.InReplyTo); err != nil {
+			// Reply detection falls back to asking the homeserver.
+			r.cfg.Logger.Warn("recording bot event failed", "room", messages.RoomID(room), "code", messages.CodeStorage)
+		}
+	case Schedule:
+		r.timerSeq++
+		id := r.timerSeq
+		r.timers[id] = r.cfg.Clock.AfterFunc(e.After, func() {
+			sys.Root.Send(self, &timerFired{gen: gen, id: id, in: e.Input})
+		})
+	default:
+		panic(fmt.Sprintf("room: unknown effect %T", eff))
+	}
+}
+
+func asError(err error) *messages.Error {
+	var le *messages.Error
+	if errors.As(err, &le) {
+		return le
+	}
+	return &messages.Error{Code: messages.CodeInternal, Message: "send failed", Ambiguous: true, Err: err}
+}
+
+func (r *roomActor) status() *messages.RoomStatus {
+	st := &messages.RoomStatus{
+		Room:      messages.RoomID(r.cfg.Policy.RoomID),
+		Phase:     r.m.Phase(),
+		SlotHeld:  r.m.SlotHeld(),
+		NextIndex: r.m.NextIndex,
+		Answered:  r.m.Answered,
+		Abandoned: r.m.Abandoned,
+		Failed:    r.m.FailedAttempts,
+		Digest:    Digest(&r.m.State),
+	}
+	for _, inv := range r.m.Queue {
+		st.Queue = append(st.Queue, messages.EventID(inv.EventID()))
+	}
+	if h := r.m.Head(); h != nil {
+		st.Attempts = h.Attempts
+	}
+	return st
+}
+
+// Digest renders the durable state deterministically (without bodies) so
+// two states can be compared as text.
+func Digest(s *State) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "next=%d answered=%d failed=%d abandoned=%d duplicates=%d\n", s.NextIndex, s.Answered, s.FailedAttempts, s.Abandoned, s.Duplicates)
+	for _, inv := range s.Queue {
+		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d\n",
+			inv.EventID(), inv.Attempts, inv.Ready, inv.IsError, inv.TxnID, inv.LastCode, len(inv.Content))
+	}
+	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
+	return b.String()
+}

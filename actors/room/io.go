@@ -1,0 +1,165 @@
+package room
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Input is something that happened to a room: a message from outside, a
+// result of an effect, or a timer.
+type Input interface{ isInput() }
+
+// Recovered: the journal has been replayed; the actor is live.
+type Recovered struct{}
+
+// InboxLoaded carries the room's pending inbox entries.
+type InboxLoaded struct{ Candidates []*roompb.Candidate }
+
+// SlotGranted: the rooms supervisor granted a concurrency slot.
+type SlotGranted struct{}
+
+// InvocationDone is the outcome of one attempt: Content on success, Err
+// otherwise.
+type InvocationDone struct {
+	EventID string
+	Attempt uint32
+	Content []byte
+	Err     *messages.Error
+}
+
+// InvocationLost: the invocation child stopped without reporting.
+type InvocationLost struct {
+	EventID string
+	Attempt uint32
+}
+
+// RetryDue: the delay before the next attempt has passed.
+type RetryDue struct{ EventID string }
+
+// SendDone is the outcome of sending a reply. Ambiguous marks failures
+// after which the server may nevertheless have stored the event.
+type SendDone struct {
+	EventID      string
+	ReplyEventID string
+	Err          *messages.Error
+	Ambiguous    bool
+	RetryAfter   time.Duration
+}
+
+// ReconcileDone is the outcome of looking a reply up on the homeserver.
+type ReconcileDone struct {
+	EventID      string
+	Found        bool
+	ReplyEventID string
+	Err          *messages.Error
+	RetryAfter   time.Duration
+}
+
+// ResendDue: the delay before the next send or lookup has passed.
+type ResendDue struct{ EventID string }
+
+func (Recovered) isInput()      {}
+func (InboxLoaded) isInput()    {}
+func (SlotGranted) isInput()    {}
+func (InvocationDone) isInput() {}
+func (InvocationLost) isInput() {}
+func (RetryDue) isInput()       {}
+func (SendDone) isInput()       {}
+func (ReconcileDone) isInput()  {}
+func (ResendDue) isInput()      {}
+
+// Effect is something the machine asks the adapter to do.
+type Effect interface{ isEffect() }
+
+// LoadInbox: read the room's inbox and feed it back as InboxLoaded.
+type LoadInbox struct{}
+
+// RemoveInbox: delete an inbox entry (its journal event is persisted).
+type RemoveInbox struct{ EventID string }
+
+// RequestSlot: ask the rooms supervisor for a concurrency slot.
+type RequestSlot struct{}
+
+// ReleaseSlot: return the concurrency slot.
+type ReleaseSlot struct{}
+
+// StartInvocation: run one attempt in an invocation child.
+type StartInvocation struct {
+	Candidate *roompb.Candidate
+	Attempt   uint32
+}
+
+// SendReply: send Content with TxnID; report SendDone.
+type SendReply struct {
+	EventID string
+	TxnID   string
+	Content []byte
+}
+
+// Reconcile: look for a reply already on the homeserver; report
+// ReconcileDone.
+type Reconcile struct {
+	EventID string
+	TxnID   string
+}
+
+// RecordBotEvent: remember that Lisa sent ReplyEventID.
+type RecordBotEvent struct{ ReplyEventID, InReplyTo string }
+
+// Schedule: deliver Input after a delay.
+type Schedule struct {
+	After time.Duration
+	Input Input
+}
+
+func (LoadInbox) isEffect()       {}
+func (RemoveInbox) isEffect()     {}
+func (RequestSlot) isEffect()     {}
+func (ReleaseSlot) isEffect()     {}
+func (StartInvocation) isEffect() {}
+func (SendReply) isEffect()       {}
+func (Reconcile) isEffect()       {}
+func (RecordBotEvent) isEffect()  {}
+func (Schedule) isEffect()        {}
+
+// Describe renders an event or effect as one stable line for golden tests
+// and the debug shell. It never includes message bodies.
+func Describe(v any) string {
+	switch v := v.(type) {
+	case *roompb.InvocationQueued:
+		return fmt.Sprintf("InvocationQueued %s trigger=%s", v.GetCandidate().GetEventId(), v.GetCandidate().GetTrigger())
+	case *roompb.InvocationDuplicate:
+		return "InvocationDuplicate " + v.GetEventId()
+	case *roompb.InvocationStarted:
+		return fmt.Sprintf("InvocationStarted %s attempt=%d", v.GetEventId(), v.GetAttempt())
+	case *roompb.InvocationFailed:
+		return fmt.Sprintf("InvocationFailed %s attempt=%d code=%s permanent=%v", v.GetEventId(), v.GetAttempt(), v.GetCode(), v.GetPermanent())
+	case *roompb.ReplyReady:
+		return fmt.Sprintf("ReplyReady %s txn=%s error=%v bytes=%d", v.GetEventId(), v.GetTxnId(), v.GetIsError(), len(v.GetContent()))
+	case *roompb.ReplySent:
+		return fmt.Sprintf("ReplySent %s reply=%s reconciled=%v", v.GetEventId(), v.GetReplyEventId(), v.GetReconciled())
+	case *roompb.ReplyAbandoned:
+		return fmt.Sprintf("ReplyAbandoned %s code=%s", v.GetEventId(), v.GetCode())
+	case StartInvocation:
+		return fmt.Sprintf("StartInvocation %s attempt=%d", v.Candidate.GetEventId(), v.Attempt)
+	case SendReply:
+		return fmt.Sprintf("SendReply %s txn=%s", v.EventID, v.TxnID)
+	case Reconcile:
+		return fmt.Sprintf("Reconcile %s txn=%s", v.EventID, v.TxnID)
+	case RemoveInbox:
+		return "RemoveInbox " + v.EventID
+	case RecordBotEvent:
+		return fmt.Sprintf("RecordBotEvent %s for %s", v.ReplyEventID, v.InReplyTo)
+	case Schedule:
+		return fmt.Sprintf("Schedule %s after=%s", inputName(v.Input), v.After)
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+func inputName(in Input) string {
+	return fmt.Sprintf("%T", in)
+}

@@ -1,0 +1,276 @@
+package room
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Policy is the room's configuration as far as the machine needs it.
+type Policy struct {
+	// RoomID is the Matrix room this machine serves.
+	RoomID string
+	// MaxAttempts caps attempts per invocation, counting attempts that a
+	// crash interrupted.
+	MaxAttempts uint32
+	// RetryBase and RetryMax bound the delay before a failed attempt is
+	// retried: RetryBase doubled per failed attempt, capped at RetryMax.
+	RetryBase, RetryMax time.Duration
+	// SendRetryBase and SendRetryMax bound the delay before a failed send
+	// or reconciliation is retried when the server gave no Retry-After.
+	SendRetryBase, SendRetryMax time.Duration
+	// ErrorReply renders the persona's in-character error as the exact
+	// content of a reply to eventID. It must be deterministic.
+	ErrorReply func(roomID, eventID string) []byte
+}
+
+// phase is the head invocation's volatile progress; it is never persisted
+// and starts at idle after every (re)start.
+type phase int
+
+const (
+	idle phase = iota
+	waitingSlot
+	running
+	retryWait
+	sending
+	reconciling
+	sendWait
+)
+
+var phaseNames = [...]string{"idle", "waiting-slot", "running", "retry-wait", "sending", "reconciling", "send-wait"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// Machine is a room's whole logic: durable State plus volatile progress.
+type Machine struct {
+	State
+	policy Policy
+
+	phase    phase
+	slotHeld bool
+	// attempt is the attempt number of the running invocation.
+	attempt uint32
+	// unsure is set for a ready reply whose send outcome is unknown: it
+	// must be looked up on the homeserver before it is sent again.
+	unsure bool
+	// sendFailures counts consecutive send failures of the head.
+	sendFailures int
+}
+
+// NewMachine returns a machine with empty state.
+func NewMachine(p Policy) *Machine { return &Machine{policy: p} }
+
+// Restore replaces the durable state (from a snapshot) and resets volatile
+// progress.
+func (m *Machine) Restore(s State) {
+	m.State = s
+	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
+}
+
+// Phase names the head's volatile progress, for the debug shell.
+func (m *Machine) Phase() string { return m.phase.String() }
+
+// SlotHeld reports whether the room holds a concurrency slot.
+func (m *Machine) SlotHeld() bool { return m.slotHeld }
+
+// Output is what one step asks the adapter to do: persist Events (in
+// order, each before it is applied), then perform Effects (in order).
+type Output struct {
+	Events  []proto.Message
+	Effects []Effect
+}
+
+// Empty reports whether o asks for nothing.
+func (o Output) Empty() bool { return len(o.Events) == 0 && len(o.Effects) == 0 }
+
+func (o *Output) event(e proto.Message) { o.Events = append(o.Events, e) }
+func (o *Output) effect(e Effect)       { o.Effects = append(o.Effects, e) }
+
+// Decide handles one input. It changes only volatile progress; durable
+// changes are returned as events for the adapter to persist and Apply.
+func (m *Machine) Decide(in Input, now time.Time) Output {
+	var out Output
+	ms := now.UnixMilli()
+	head := m.Head()
+	switch in := in.(type) {
+	case Recovered:
+		// Whatever was in flight before the restart is unknown now.
+		if head != nil && head.Ready {
+			m.unsure = true
+		}
+		out.effect(LoadInbox{})
+	case InboxLoaded:
+		batch := map[string]bool{}
+		for _, c := range in.Candidates {
+			id := c.GetEventId()
+			if c.GetRoomId() != m.policy.RoomID || id == "" {
+				// Not ours: never queue it, but do clear it out.
+				out.effect(RemoveInbox{EventID: id})
+				continue
+			}
+			if m.Knows(id) || batch[id] {
+				out.event(&roompb.InvocationDuplicate{EventId: id})
+			} else {
+				batch[id] = true
+				out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
+			}
+			out.effect(RemoveInbox{EventID: id})
+		}
+	case SlotGranted:
+		if m.phase == waitingSlot && !m.slotHeld {
+			m.slotHeld = true
+			m.phase = idle
+		} else {
+			out.effect(ReleaseSlot{})
+		}
+	case InvocationDone:
+		if m.phase != running || head == nil || head.EventID() != in.EventID || m.attempt != in.Attempt {
+			break // a stale result from an attempt that no longer counts
+		}
+		m.phase = idle
+		m.slotHeld = false
+		out.effect(ReleaseSlot{})
+		if in.Err == nil {
+			out.event(&roompb.ReplyReady{
+				EventId:   in.EventID,
+				TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID))),
+				Content:   in.Content,
+				ReadyAtMs: ms,
+			})
+			break
+		}
+		out.event(&roompb.InvocationFailed{
+			EventId: in.EventID, Attempt: in.Attempt, Code: string(in.Err.Code),
+			Permanent: in.Err.Permanent, FailedAtMs: ms,
+		})
+		if in.Err.Permanent || in.Attempt >= m.policy.MaxAttempts {
+			out.event(m.errorReply(head, ms))
+			break
+		}
+		m.phase = retryWait
+		out.effect(Schedule{After: backoff(m.policy.RetryBase, m.policy.RetryMax, int(in.Attempt)), Input: RetryDue{EventID: in.EventID}})
+	case RetryDue:
+		if m.phase == retryWait && head != nil && head.EventID() == in.EventID {
+			m.phase = idle
+		}
+	case SendDone:
+		if m.phase != sending || head == nil || head.EventID() != in.EventID {
+			break
+		}
+		m.phase = idle
+		switch {
+		case in.Err == nil:
+			m.sendFailures = 0
+			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms})
+			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
+		case in.Err.Permanent:
+			out.event(&roompb.ReplyAbandoned{EventId: in.EventID, Code: string(in.Err.Code), AbandonedAtMs: ms})
+		default:
+			// The request may have reached the server: look before
+			// sending again.
+			m.unsure = in.Ambiguous
+			m.sendFailures++
+			m.phase = sendWait
+			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
+		}
+	case ReconcileDone:
+		if m.phase != reconciling || head == nil || head.EventID() != in.EventID {
+			break
+		}
+		m.phase = idle
+		switch {
+		case in.Err != nil:
+			m.sendFailures++
+			m.phase = sendWait
+			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
+		case in.Found:
+			m.unsure, m.sendFailures = false, 0
+			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms, Reconciled: true})
+			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
+		default:
+			m.unsure = false
+		}
+	case ResendDue:
+		if m.phase == sendWait && head != nil && head.EventID() == in.EventID {
+			m.phase = idle
+		}
+	case InvocationLost:
+		// The invocation child died without a result.
+		if m.phase == running && head != nil && head.EventID() == in.EventID && m.attempt == in.Attempt {
+			return m.Decide(InvocationDone{EventID: in.EventID, Attempt: in.Attempt, Err: &messages.Error{Code: messages.CodeInvocationLost, Message: "invocation child stopped without a result"}}, now)
+		}
+	default:
+		panic(fmt.Sprintf("room: unknown input %T", in))
+	}
+	return out
+}
+
+// Pump moves the head of the queue forward when nothing is in flight. The
+// adapter calls it after applying a step's events, until it returns an
+// empty Output.
+func (m *Machine) Pump(now time.Time) Output {
+	var out Output
+	if m.phase != idle {
+		return out
+	}
+	head := m.Head()
+	switch {
+	case head == nil:
+		if m.slotHeld {
+			m.slotHeld = false
+			out.effect(ReleaseSlot{})
+		}
+	case head.Ready && m.unsure:
+		m.phase = reconciling
+		out.effect(Reconcile{EventID: head.EventID(), TxnID: head.TxnID})
+	case head.Ready:
+		m.phase = sending
+		// From here until SendDone the outcome is unknown; a crash in
+		// between is caught by Recovered.
+		out.effect(SendReply{EventID: head.EventID(), TxnID: head.TxnID, Content: head.Content})
+	case head.Attempts >= m.policy.MaxAttempts:
+		// Every attempt is spent (the last one was cut short by a crash).
+		out.event(m.errorReply(head, now.UnixMilli()))
+	case !m.slotHeld:
+		m.phase = waitingSlot
+		out.effect(RequestSlot{})
+	default:
+		m.phase = running
+		m.attempt = head.Attempts + 1
+		out.event(&roompb.InvocationStarted{EventId: head.EventID(), Attempt: m.attempt, StartedAtMs: now.UnixMilli()})
+		out.effect(StartInvocation{Candidate: head.Candidate, Attempt: m.attempt})
+	}
+	return out
+}
+
+func (m *Machine) errorReply(head *Invocation, ms int64) *roompb.ReplyReady {
+	return &roompb.ReplyReady{
+		EventId:   head.EventID(),
+		TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID()))),
+		Content:   m.policy.ErrorReply(m.policy.RoomID, head.EventID()),
+		IsError:   true,
+		ReadyAtMs: ms,
+	}
+}
+
+func (m *Machine) sendDelay(retryAfter time.Duration) time.Duration {
+	d := backoff(m.policy.SendRetryBase, m.policy.SendRetryMax, m.sendFailures)
+	if retryAfter > 0 {
+		d = min(retryAfter, m.policy.SendRetryMax)
+	}
+	return d
+}
+
+// backoff returns base doubled n-1 times, capped at limit.
+func backoff(base, limit time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}

@@ -1,0 +1,256 @@
+package room
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const testRoom = "!room:hs"
+
+func testPolicy() Policy {
+	return Policy{
+		RoomID: testRoom, MaxAttempts: 3,
+		RetryBase: time.Second, RetryMax: 8 * time.Second,
+		SendRetryBase: 500 * time.Millisecond, SendRetryMax: 30 * time.Second,
+		ErrorReply: func(room, event string) []byte { return []byte(`{"body":"oops","re":"` + event + `"}`) },
+	}
+}
+
+// driver runs the machine the way the actor does, recording a transcript
+// and the journal.
+type driver struct {
+	m       *Machine
+	journal []proto.Message
+	now     time.Time
+	out     strings.Builder
+}
+
+func newDriver() *driver {
+	return &driver{m: NewMachine(testPolicy()), now: time.UnixMilli(1_700_000_000_000)}
+}
+
+func (d *driver) feed(t *testing.T, in Input) {
+	t.Helper()
+	fmt.Fprintf(&d.out, "> %T\n", in)
+	out := d.m.Decide(in, d.now)
+	for {
+		for _, ev := range out.Events {
+			d.journal = append(d.journal, ev)
+			if err := d.m.Apply(ev); err != nil {
+				t.Fatalf("apply %s: %v", Describe(ev), err)
+			}
+			fmt.Fprintf(&d.out, "  event  %s\n", Describe(ev))
+		}
+		for _, eff := range out.Effects {
+			fmt.Fprintf(&d.out, "  effect %s\n", Describe(eff))
+		}
+		if out = d.m.Pump(d.now); out.Empty() {
+			break
+		}
+	}
+	fmt.Fprintf(&d.out, "  phase=%s slot=%v queue=%d\n", d.m.Phase(), d.m.SlotHeld(), len(d.m.Queue))
+	d.now = d.now.Add(time.Second)
+}
+
+// crash simulates a process kill: a new machine replays the journal.
+func (d *driver) crash(t *testing.T) {
+	t.Helper()
+	fresh := NewMachine(testPolicy())
+	for _, ev := range d.journal {
+		if err := fresh.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := Digest(&fresh.State), Digest(&d.m.State); got != want {
+		t.Fatalf("replayed state differs from live state:\n got %s\nwant %s", got, want)
+	}
+	d.m = fresh
+	fmt.Fprintf(&d.out, "-- crash: replayed %d events\n", len(d.journal))
+}
+
+func cands(ids ...string) InboxLoaded {
+	var in InboxLoaded
+	for _, id := range ids {
+		in.Candidates = append(in.Candidates, &roompb.Candidate{RoomId: testRoom, EventId: id, Sender: "@u:hs", Trigger: "mention", Body: "secret body " + id})
+	}
+	return in
+}
+
+func transient(code messages.Code) *messages.Error { return &messages.Error{Code: code} }
+
+func TestMachineGolden(t *testing.T) {
+	scenarios := map[string]func(t *testing.T, d *driver){
+		"happy_path": func(t *testing.T, d *driver) {
+			d.feed(t, Recovered{})
+			d.feed(t, cands("$a", "$b", "$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
+			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
+			d.feed(t, cands("$a", "$b"))
+		},
+		"retries_then_error_reply": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Err: transient(messages.CodeLLMUnavailable)})
+			d.feed(t, RetryDue{EventID: "$a"})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationLost{EventID: "$a", Attempt: 2})
+			d.feed(t, RetryDue{EventID: "$a"})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 3, Err: transient(messages.CodeLLMTimeout)})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$err"})
+		},
+		"permanent_failure_answers_once": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Err: &messages.Error{Code: messages.CodeLLMRejected, Permanent: true}})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$err"})
+		},
+		"crash_after_reply_ready_reconciles": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$stale"}) // old incarnation: ignored
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+		},
+		"crash_after_server_accepted_finds_reply": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
+		},
+		"crash_during_invocation_counts_attempt": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			d.feed(t, Recovered{}) // all three attempts spent: error reply
+		},
+		"send_failures": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{}`)})
+			d.feed(t, SendDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixRateLimit}, RetryAfter: 1500 * time.Millisecond})
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, SendDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}, Ambiguous: true})
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{}`)})
+			d.feed(t, SendDone{EventID: "$b", Err: &messages.Error{Code: messages.CodeMatrixForbidden, Permanent: true}})
+		},
+		"stale_and_foreign_inputs_ignored": func(t *testing.T, d *driver) {
+			d.feed(t, SlotGranted{}) // not asked for: handed back
+			d.feed(t, InboxLoaded{Candidates: []*roompb.Candidate{{RoomId: "!other:hs", EventId: "$x"}}})
+			d.feed(t, cands("$a"))
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{}`)}) // not running yet
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 7, Content: []byte(`{}`)}) // wrong attempt
+			d.feed(t, RetryDue{EventID: "$a"})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{}`)})
+		},
+	}
+	for name, run := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			d := newDriver()
+			run(t, d)
+			// The journal alone reproduces the live state, and so does a
+			// snapshot of it.
+			d.crash(t)
+			snap := FromSnapshot(d.m.Snapshot())
+			if got, want := Digest(&snap), Digest(&d.m.State); got != want {
+				t.Fatalf("snapshot round trip differs:\n got %s\nwant %s", got, want)
+			}
+			fmt.Fprintf(&d.out, "-- final state\n%s", Digest(&d.m.State))
+			if strings.Contains(d.out.String(), "secret body") {
+				t.Fatal("transcript contains a message body")
+			}
+			golden(t, filepath.Join("testdata", name+".golden"), d.out.String())
+		})
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s differs (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestRecentIsBounded(t *testing.T) {
+	d := newDriver()
+	for i := range RecentLimit + 10 {
+		id := fmt.Sprintf("$%d", i)
+		d.feed(t, cands(id))
+		d.feed(t, SlotGranted{})
+		d.feed(t, InvocationDone{EventID: id, Attempt: 1, Content: []byte(`{}`)})
+		d.feed(t, SendDone{EventID: id, ReplyEventID: "$r" + id})
+	}
+	if len(d.m.Recent) != RecentLimit || d.m.Answered != RecentLimit+10 {
+		t.Fatalf("recent=%d answered=%d", len(d.m.Recent), d.m.Answered)
+	}
+	if d.m.Knows("$0") || !d.m.Knows(fmt.Sprintf("$%d", RecentLimit+9)) {
+		t.Fatal("recent window keeps the wrong IDs")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	cases := []struct {
+		n    int
+		want time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {4, 8 * time.Second}, {9, 8 * time.Second}}
+	for _, c := range cases {
+		if got := backoff(time.Second, 8*time.Second, c.n); got != c.want {
+			t.Errorf("backoff(%d) = %v, want %v", c.n, got, c.want)
+		}
+	}
+}
+
+func TestApplyRejectsUnknownInvocation(t *testing.T) {
+	var s State
+	for _, ev := range []proto.Message{
+		&roompb.InvocationStarted{EventId: "$nope"},
+		&roompb.ReplyReady{EventId: "$nope"},
+		&roompb.ReplySent{EventId: "$nope"},
+		&roompb.SyncCursor{},
+	} {
+		if err := s.Apply(ev); err == nil {
+			t.Errorf("Apply(%T) accepted a journal that contradicts itself", ev)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package room
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// RecentLimit bounds how many finished invocation event IDs a room keeps to
+// recognise repeated inbox entries. The sync ledger never routes an event
+// twice, so this only has to cover the hand-over from inbox to journal.
+const RecentLimit = 256
+
+// Invocation is one queued, running or ready invocation.
+type Invocation struct {
+	Candidate  *roompb.Candidate
+	QueuedAtMs int64
+	Attempts   uint32
+	LastCode   string
+	Ready      bool
+	TxnID      string
+	Content    []byte
+	IsError    bool
+}
+
+// EventID returns the invoking event's ID.
+func (i *Invocation) EventID() string { return i.Candidate.GetEventId() }
+
+// State is the durable state of a room: exactly what replaying its journal
+// yields.
+type State struct {
+	// NextIndex mirrors the journal index of the next event.
+	NextIndex uint64
+	// Queue holds unfinished invocations, oldest first. Only the head runs.
+	Queue []*Invocation
+	// Recent holds the event IDs of the latest finished invocations.
+	Recent []string
+	// Counters.
+	Answered, FailedAttempts, Abandoned, Duplicates uint64
+}
+
+// Head returns the invocation at the front of the queue, or nil.
+func (s *State) Head() *Invocation {
+	if len(s.Queue) == 0 {
+		return nil
+	}
+	return s.Queue[0]
+}
+
+// Knows reports whether eventID is queued or recently finished.
+func (s *State) Knows(eventID string) bool {
+	for _, inv := range s.Queue {
+		if inv.EventID() == eventID {
+			return true
+		}
+	}
+	for _, id := range s.Recent {
+		if id == eventID {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *State) find(eventID string) (*Invocation, error) {
+	for _, inv := range s.Queue {
+		if inv.EventID() == eventID {
+			return inv, nil
+		}
+	}
+	return nil, fmt.Errorf("room: journal names unknown invocation %s", eventID)
+}
+
+func (s *State) finish(eventID string) error {
+	for i, inv := range s.Queue {
+		if inv.EventID() == eventID {
+			s.Queue = append(s.Queue[:i:i], s.Queue[i+1:]...)
+			s.Recent = append(s.Recent, eventID)
+			if len(s.Recent) > RecentLimit {
+				s.Recent = append([]string(nil), s.Recent[len(s.Recent)-RecentLimit:]...)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("room: journal finishes unknown invocation %s", eventID)
+}
+
+// Apply folds one journal event into the state. It is deterministic and
+// does no IO; an error means the journal contradicts itself.
+func (s *State) Apply(ev proto.Message) error {
+	s.NextIndex++
+	switch e := ev.(type) {
+	case *roompb.InvocationQueued:
+		s.Queue = append(s.Queue, &Invocation{Candidate: e.GetCandidate(), QueuedAtMs: e.GetQueuedAtMs()})
+	case *roompb.InvocationDuplicate:
+		s.Duplicates++
+	case *roompb.InvocationStarted:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		inv.Attempts = e.GetAttempt()
+	case *roompb.InvocationFailed:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		inv.LastCode = e.GetCode()
+		s.FailedAttempts++
+	case *roompb.ReplyReady:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		inv.Ready, inv.TxnID, inv.Content, inv.IsError = true, e.GetTxnId(), e.GetContent(), e.GetIsError()
+	case *roompb.ReplySent:
+		if err := s.finish(e.GetEventId()); err != nil {
+			return err
+		}
+		s.Answered++
+	case *roompb.ReplyAbandoned:
+		if err := s.finish(e.GetEventId()); err != nil {
+			return err
+		}
+		s.Abandoned++
+	default:
+		return fmt.Errorf("room: unknown journal event %T", ev)
+	}
+	return nil
+}
+
+// Snapshot returns the state as its protobuf snapshot.
+func (s *State) Snapshot() *roompb.RoomSnapshot {
+	snap := &roompb.RoomSnapshot{
+		NextEventIndex: s.NextIndex,
+		Recent:         append([]string(nil), s.Recent...),
+		Answered:       s.Answered,
+		FailedAttempts: s.FailedAttempts,
+		Abandoned:      s.Abandoned,
+		Duplicates:     s.Duplicates,
+	}
+	for _, inv := range s.Queue {
+		snap.Queue = append(snap.Queue, &roompb.Invocation{
+			Candidate:  inv.Candidate,
+			QueuedAtMs: inv.QueuedAtMs,
+			Attempts:   inv.Attempts,
+			TxnId:      inv.TxnID,
+			Content:    inv.Content,
+			Ready:      inv.Ready,
+			IsError:    inv.IsError,
+			LastCode:   inv.LastCode,
+		})
+	}
+	return snap
+}
+
+// FromSnapshot rebuilds the state a snapshot describes.
+func FromSnapshot(snap *roompb.RoomSnapshot) State {
+	s := State{
+		NextIndex:      snap.GetNextEventIndex(),
+		Recent:         append([]string(nil), snap.GetRecent()...),
+		Answered:       snap.GetAnswered(),
+		FailedAttempts: snap.GetFailedAttempts(),
+		Abandoned:      snap.GetAbandoned(),
+		Duplicates:     snap.GetDuplicates(),
+	}
+	for _, inv := range snap.GetQueue() {
+		s.Queue = append(s.Queue, &Invocation{
+			Candidate:  inv.GetCandidate(),
+			QueuedAtMs: inv.GetQueuedAtMs(),
+			Attempts:   inv.GetAttempts(),
+			LastCode:   inv.GetLastCode(),
+			Ready:      inv.GetReady(),
+			TxnID:      inv.GetTxnId(),
+			Content:    inv.GetContent(),
+			IsError:    inv.GetIsError(),
+		})
+	}
+	return s
+}

@@ -1,0 +1,66 @@
+package messages
+
+// Commands exchanged between actors. They are plain Go values, never
+// persisted.
+
+// Nudge tells a room that its inbox has new entries. The rooms supervisor
+// forwards it to the room's actor.
+type Nudge struct {
+	Room RoomID
+}
+
+// AcquireSlot asks the rooms supervisor for one of the max_concurrent_rooms
+// slots. Token identifies the request; the grant echoes it.
+type AcquireSlot struct {
+	Token uint64
+}
+
+// SlotGranted answers AcquireSlot.
+type SlotGranted struct {
+	Token uint64
+}
+
+// ReleaseSlot returns the slot granted for Token.
+type ReleaseSlot struct {
+	Token uint64
+}
+
+// InvocationResult is an invocation child's report to its room: Content is
+// the exact reply content on success; Err is set on failure.
+type InvocationResult struct {
+	EventID EventID
+	Attempt uint32
+	Content []byte
+	Err     *Error
+}
+
+// SlotStatusRequest asks the rooms supervisor for its limiter state.
+type SlotStatusRequest struct{}
+
+// SlotStatus answers SlotStatusRequest.
+type SlotStatus struct {
+	Limit   int
+	Holders []string
+	Waiting []string
+	// MaxHeld is the largest number of slots ever held at once.
+	MaxHeld int
+}
+
+// RoomStatusRequest asks a room actor for its state summary.
+type RoomStatusRequest struct{}
+
+// RoomStatus answers RoomStatusRequest. It carries no message bodies.
+type RoomStatus struct {
+	Room      RoomID
+	Phase     string
+	Queue     []EventID
+	Attempts  uint32
+	SlotHeld  bool
+	NextIndex uint64
+	Answered  uint64
+	Abandoned uint64
+	Failed    uint64
+	// Digest is a deterministic rendering of the durable state, equal for
+	// equal states; tests compare live and replayed rooms with it.
+	Digest string
+}
