@@ -68,7 +68,7 @@ func (a *child) Receive(ctx actor.Context) {
 			sys.Root.Send(self, &done{res: res})
 		}()
 	case *done:
-		ctx.Send(ctx.Parent(), m.res)
+		ctx.Request(ctx.Parent(), m.res) // Request: the room checks the sender
 	case *actor.Stopping, *actor.Restarting:
 		if a.cancel != nil {
 			a.cancel()

@@ -232,7 +232,7 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		r.slotToken = r.gen<<32 | uint64(r.slotSeq)
 		ctx.Request(ctx.Parent(), &messages.AcquireSlot{Token: r.slotToken})
 	case ReleaseSlot:
-		ctx.Send(ctx.Parent(), &messages.ReleaseSlot{Token: r.slotToken})
+		ctx.Request(ctx.Parent(), &messages.ReleaseSlot{Token: r.slotToken}) // Request: rooms checks the sender
 	case StartInvocation:
 		props := r.cfg.NewInvocation(e.Candidate, e.Attempt).Configure(r.cfg.ChildOptions...)
 		child, err := ctx.SpawnNamed(props, fmt.Sprintf("inv-%d", r.m.NextIndex))

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lisabot/lisa/actors/observe"
+)
+
+// Child is one top-level actor under app.
+type Child struct {
+	Name  string
+	Props *actor.Props
+}
+
+// Props returns the app supervisor's props. It spawns children in order on
+// start; a failing child is restarted up to maxRestarts times per window,
+// then stopped.
+func Props(children []Child, maxRestarts int, window time.Duration, opts ...actor.PropsOption) *actor.Props {
+	strategy := actor.NewOneForOneStrategy(maxRestarts, window, actor.DefaultDecider)
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			for _, c := range children {
+				if _, err := ctx.SpawnNamed(c.Props, c.Name); err != nil {
+					panic(fmt.Errorf("app: spawn %s: %w", c.Name, err))
+				}
+			}
+		}
+	}, append([]actor.PropsOption{actor.WithSupervisor(strategy)}, opts...)...)
+}
+
+// System is a running actor system with observation attached.
+type System struct {
+	Actors   *actor.ActorSystem
+	Root     *actor.RootContext
+	Registry *observe.Registry
+	log      *slog.Logger
+	unsub    func()
+	app      *actor.PID
+}
+
+// NewSystem creates an actor system whose protoactor logging goes to log
+// at Warn and above (its Info chatter is dropped).
+func NewSystem(log *slog.Logger) *System {
+	protoLog := slog.New(minLevel{h: log.With("lib", "protoactor").Handler(), min: slog.LevelWarn})
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return protoLog }),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	reg := observe.NewRegistry()
+	return &System{
+		Actors:   sys,
+		Root:     actor.NewRootContext(sys, nil),
+		Registry: reg,
+		log:      log,
+		unsub:    reg.Subscribe(sys),
+	}
+}
+
+// Options returns the props options every Lisa actor gets: the tracking
+// mailbox and the panic-stack logger.
+func (s *System) Options() []actor.PropsOption {
+	return []actor.PropsOption{
+		actor.WithMailbox(s.Registry.Mailbox()),
+		actor.WithReceiverMiddleware(observe.PanicLogger(s.log)),
+	}
+}
+
+// Start spawns the app actor named "app".
+func (s *System) Start(props *actor.Props) (*actor.PID, error) {
+	pid, err := s.Root.SpawnNamed(props, "app")
+	if err != nil {
+		return nil, err
+	}
+	s.app = pid
+	return pid, nil
+}
+
+// Stop stops the app actor and waits until the whole tree is gone or ctx
+// ends. (protoactor's Shutdown alone does not stop actors.)
+func (s *System) Stop(ctx context.Context) error {
+	defer s.unsub()
+	if s.app == nil {
+		s.Actors.Shutdown()
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Root.StopFuture(s.app).Wait() }()
+	select {
+	case err := <-done:
+		s.Actors.Shutdown()
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("app: actors did not stop in time: %w", ctx.Err())
+	}
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+// Now returns the current time.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc runs f after d.
+func (RealClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// minLevel drops records below min.
+type minLevel struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.h.Enabled(ctx, l)
+}
+func (m minLevel) Handle(ctx context.Context, r slog.Record) error { return m.h.Handle(ctx, r) }
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h: m.h.WithAttrs(a), min: m.min}
+}
+func (m minLevel) WithGroup(g string) slog.Handler { return minLevel{h: m.h.WithGroup(g), min: m.min} }

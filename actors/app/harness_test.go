@@ -1,0 +1,268 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lisabot/lisa/actors/app"
+	"github.com/lisabot/lisa/actors/invocation"
+	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/actors/rooms"
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+	"github.com/lisabot/lisa/persistence"
+)
+
+// crash is a test-only message that makes a room actor panic.
+type crash struct{}
+
+// crashOn panics when a room receives *crash, like a bug would.
+func crashOn(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		if _, ok := env.Message.(*crash); ok {
+			panic("injected crash")
+		}
+		next(c, env)
+	}
+}
+
+// fakeSender stands in for the homeserver: it stores sent replies by
+// transaction ID, like a homeserver that never forgets.
+type fakeSender struct {
+	mu    sync.Mutex
+	sends map[string]int // txn -> successful sends
+	ids   map[string]string
+	hold  chan struct{} // when non-nil, sends wait for it (or ctx)
+}
+
+func newFakeSender() *fakeSender {
+	return &fakeSender{sends: map[string]int{}, ids: map[string]string{}}
+}
+
+func (f *fakeSender) SendReply(ctx context.Context, room, txn string, content []byte) (string, error) {
+	f.mu.Lock()
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return "", &messages.Error{Code: messages.CodeShutdown, Message: "cancelled", Ambiguous: true}
+		}
+	}
+	if !json.Valid(content) {
+		return "", &messages.Error{Code: messages.CodeMatrixRejected, Permanent: true}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sends[txn]++
+	f.ids[txn] = "$reply_" + txn
+	return f.ids[txn], nil
+}
+
+func (f *fakeSender) FindReply(_ context.Context, room, event, txn string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.ids[txn]
+	return id, ok, nil
+}
+
+func (f *fakeSender) total() (sends, distinct int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.sends {
+		sends += n
+	}
+	return sends, len(f.sends)
+}
+
+func (f *fakeSender) setHold(ch chan struct{}) {
+	f.mu.Lock()
+	f.hold = ch
+	f.mu.Unlock()
+}
+
+// fakeInvoker answers every candidate and measures concurrency.
+type fakeInvoker struct {
+	inFlight, maxInFlight atomic.Int64
+	calls                 atomic.Int64
+	hold                  chan struct{}
+}
+
+func (f *fakeInvoker) Invoke(ctx context.Context, c *roompb.Candidate, attempt uint32) ([]byte, error) {
+	f.calls.Add(1)
+	n := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for {
+		m := f.maxInFlight.Load()
+		if n <= m || f.maxInFlight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return json.Marshal(map[string]string{"msgtype": "m.text", "body": "answer to " + c.GetEventId()})
+}
+
+type harness struct {
+	t        *testing.T
+	dir      string
+	store    *persistence.Badger
+	sys      *app.System
+	sender   *fakeSender
+	invoker  *fakeInvoker
+	rooms    []string
+	maxConc  int
+	snapshot int
+}
+
+func newHarness(t *testing.T, roomIDs ...string) *harness {
+	return &harness{t: t, dir: t.TempDir(), sender: newFakeSender(), invoker: &fakeInvoker{}, rooms: roomIDs, maxConc: 2, snapshot: 4}
+}
+
+func (h *harness) start() {
+	t := h.t
+	t.Helper()
+	store, err := persistence.OpenBadger(h.dir, persistence.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.store = store
+	log := slog.New(slog.DiscardHandler)
+	provider, err := persistence.NewProvider(store, h.snapshot, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := app.NewSystem(log)
+	h.sys = sys
+	gens := &atomic.Uint64{}
+	invCfg := invocation.Config{Invoker: h.invoker, Timeout: 10 * time.Second, Logger: log}
+	roomProps := func(id string) *actor.Props {
+		cfg := room.Config{
+			Policy: room.Policy{
+				RoomID: id, MaxAttempts: 3,
+				RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+				SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
+				ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
+			},
+			Provider: provider, Inbox: store, BotEvents: store, Sender: h.sender,
+			NewInvocation: func(c *roompb.Candidate, attempt uint32) *actor.Props {
+				return invocation.Props(invCfg, c, attempt)
+			},
+			ChildOptions: sys.Options(),
+			Clock:        app.RealClock{},
+			Logger:       log,
+			Generations:  gens,
+		}
+		return room.Props(cfg, append(sys.Options(), actor.WithReceiverMiddleware(crashOn))...)
+	}
+	roomsProps := rooms.Props(rooms.Config{
+		Rooms: h.rooms, MaxConcurrent: h.maxConc, RoomProps: roomProps,
+		MaxRestarts: 3, RestartWindow: time.Minute,
+		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
+		Clock: app.RealClock{}, Logger: log,
+	}, sys.Options()...)
+	if _, err := sys.Start(app.Props([]app.Child{{Name: "rooms", Props: roomsProps}}, 5, time.Minute, sys.Options()...)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.stop)
+	for _, id := range h.rooms {
+		h.waitFor("room "+id+" live", func() bool { _, err := h.statusErr(id); return err == nil })
+	}
+}
+
+func (h *harness) stop() {
+	if h.sys == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := h.sys.Stop(ctx); err != nil {
+		h.t.Errorf("stop actors: %v", err)
+	}
+	if err := h.store.Close(); err != nil {
+		h.t.Errorf("close store: %v", err)
+	}
+	h.sys = nil
+}
+
+func (h *harness) roomPID(id string) *actor.PID {
+	return actor.NewPID(h.sys.Actors.Address(), "app/rooms/"+id)
+}
+
+func (h *harness) statusErr(id string) (*messages.RoomStatus, error) {
+	res, err := h.sys.Root.RequestFuture(h.roomPID(id), &messages.RoomStatusRequest{}, 2*time.Second).Result()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := res.(*messages.RoomStatus)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T", res)
+	}
+	return st, nil
+}
+
+func (h *harness) status(id string) *messages.RoomStatus {
+	h.t.Helper()
+	st, err := h.statusErr(id)
+	if err != nil {
+		h.t.Fatalf("status of %s: %v", id, err)
+	}
+	return st
+}
+
+// enqueue commits candidates the way the sync actor does and nudges.
+func (h *harness) enqueue(roomID string, events ...string) {
+	h.t.Helper()
+	var cs []*roompb.Candidate
+	for _, e := range events {
+		cs = append(cs, &roompb.Candidate{RoomId: roomID, EventId: e, Sender: "@human:hs", Trigger: "mention", Body: "hello " + e})
+	}
+	cur, err := h.store.Cursor()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cur.NextBatch += "+"
+	if _, err := h.store.CommitSync(cur, cs); err != nil {
+		h.t.Fatal(err)
+	}
+	h.sys.Root.Send(actor.NewPID(h.sys.Actors.Address(), "app/rooms"), &messages.Nudge{Room: messages.RoomID(roomID)})
+}
+
+// waitFor awaits cond with a deadline; it checks often and gives up
+// loudly.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) answered(id string, n uint64) func() bool {
+	return func() bool {
+		st, err := h.statusErr(id)
+		return err == nil && st.Answered == n && len(st.Queue) == 0
+	}
+}
+
+func (h *harness) restarts(id string) int64 {
+	st, _ := h.sys.Registry.Get(h.sys.Actors, "app/rooms/"+id)
+	return st.Restarts
+}
