@@ -1,0 +1,67 @@
+package logging
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestSecretsNeverReachOutput(t *testing.T) {
+	const token = "syt_CANARY_abc123\"quoted\\slash"
+	const key = "sk-CANARY-0987654321"
+	var buf bytes.Buffer
+	log := New(&buf, slog.LevelDebug, []string{token, key, "abc"})
+	log.Info("direct "+key, "token", token)
+	log.Error("wrapped", "err", fmt.Errorf("request failed: %w", errors.New("bearer "+key)))
+	log.With("nested", map[string]string{"k": token}).Warn("group")
+	log.Debug("short secret stays", "v", "abc")
+	out := buf.String()
+	for _, s := range []string{"CANARY"} {
+		if strings.Contains(out, s) {
+			t.Fatalf("secret leaked into log output:\n%s", out)
+		}
+	}
+	if n := strings.Count(out, Redacted); n < 4 {
+		t.Fatalf("expected at least 4 redactions, got %d:\n%s", n, out)
+	}
+	if !strings.Contains(out, `"v":"abc"`) {
+		t.Fatalf("values shorter than %d bytes must not be redacted:\n%s", minSecretLen, out)
+	}
+	if lines := strings.Count(out, "\n"); lines != 4 {
+		t.Fatalf("want 4 JSON lines, got %d", lines)
+	}
+}
+
+func TestParseLevel(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    slog.Level
+		wantErr bool
+	}{
+		{"debug", slog.LevelDebug, false},
+		{"INFO", slog.LevelInfo, false},
+		{" warn ", slog.LevelWarn, false},
+		{"error", slog.LevelError, false},
+		{"", slog.LevelInfo, false},
+		{"verbose", 0, true},
+	}
+	for _, c := range cases {
+		got, err := ParseLevel(c.in)
+		if (err != nil) != c.wantErr || (!c.wantErr && got != c.want) {
+			t.Errorf("ParseLevel(%q) = %v, %v", c.in, got, err)
+		}
+	}
+}
+
+func TestLevelFilters(t *testing.T) {
+	var buf bytes.Buffer
+	log := New(&buf, slog.LevelWarn, nil)
+	log.Info("hidden")
+	log.Warn("shown")
+	if strings.Contains(buf.String(), "hidden") || !strings.Contains(buf.String(), "shown") {
+		t.Fatalf("level filter wrong: %s", buf.String())
+	}
+}

@@ -1,0 +1,268 @@
+package dendrite
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	// Version is the Dendrite release this package builds and launches.
+	Version = "v0.13.8"
+
+	// BinaryEnv names the environment variable holding the path of a
+	// prebuilt dendrite binary. When set, [EnsureBinary] uses it and never
+	// builds.
+	BinaryEnv = "LISA_DENDRITE_BIN"
+
+	// CacheDirEnv names the environment variable overriding Lisa's cache
+	// directory (default: [os.UserCacheDir]/lisa). The built binary is kept
+	// in its subdirectory "dendrite-" + [Version].
+	CacheDirEnv = "LISA_CACHE_DIR"
+
+	// dendritePkg is the main package built from the embedded module.
+	dendritePkg = "github.com/matrix-org/dendrite/cmd/dendrite"
+)
+
+// buildModule holds the go.mod and go.sum of the separate module that builds
+// Dendrite. They are stored under other names because go:embed cannot reach
+// into a directory that contains a go.mod of its own. Read-only.
+//
+//go:embed dendrite.gomod dendrite.gosum
+var buildModule embed.FS
+
+// EnsureBinary returns the path of a dendrite executable, building it on
+// first use.
+//
+// If [BinaryEnv] is set, its value is checked and returned. Otherwise the
+// binary cached under [CacheDirEnv] is returned, after building it with the
+// go command if it is missing. Concurrent callers, in this and other
+// processes, are serialized by a file lock in the cache directory and the
+// build runs at most once. Building takes a few minutes with a cold Go build
+// cache and needs the go command in PATH and access to the Go module proxy
+// (or a warm module cache). log may be nil.
+func EnsureBinary(ctx context.Context, log *slog.Logger) (string, error) {
+	log = orDiscard(log)
+	if p := os.Getenv(BinaryEnv); p != "" {
+		bin, err := resolveBinary(p)
+		if err != nil {
+			return "", fmt.Errorf("dendrite: %s: %w", BinaryEnv, err)
+		}
+		return bin, nil
+	}
+	root, err := cacheRoot()
+	if err != nil {
+		return "", err
+	}
+	return ensureBinaryIn(ctx, log, root)
+}
+
+// cacheRoot returns Lisa's cache directory.
+func cacheRoot() (string, error) {
+	if d := os.Getenv(CacheDirEnv); d != "" {
+		return filepath.Abs(d)
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("dendrite: no cache directory (set %s or %s): %w", CacheDirEnv, BinaryEnv, err)
+	}
+	return filepath.Join(d, "lisa"), nil
+}
+
+// ensureBinaryIn returns root/dendrite-<Version>/dendrite, building it under
+// the cross-process build lock if it does not exist yet.
+func ensureBinaryIn(ctx context.Context, log *slog.Logger, root string) (string, error) {
+	dir := filepath.Join(root, "dendrite-"+Version)
+	bin := filepath.Join(dir, "dendrite")
+	if isExecutable(bin) == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("dendrite: create cache directory: %w", err)
+	}
+	unlock, err := lockFile(ctx, log, filepath.Join(dir, "build.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	// Another process may have built it while we waited for the lock.
+	if isExecutable(bin) == nil {
+		log.Info("dendrite binary built by a concurrent build", "path", bin)
+		return bin, nil
+	}
+	if err := build(ctx, log, dir, bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// build compiles Dendrite into a temporary file in dir and renames it to bin.
+// The caller holds the build lock.
+func build(ctx context.Context, log *slog.Logger, dir, bin string) error {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("dendrite: the go command is needed to build dendrite %s (or set %s to a prebuilt binary): %w", Version, BinaryEnv, err)
+	}
+	modDir := filepath.Join(dir, "buildmod")
+	if err := writeBuildModule(modDir); err != nil {
+		return err
+	}
+	tmpDir, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return fmt.Errorf("dendrite: create build directory: %w", err)
+	}
+	defer os.RemoveAll(tmpDir)
+	out := filepath.Join(tmpDir, "dendrite")
+
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", out, dendritePkg)
+	cmd.Dir = modDir
+	// Keep the build hermetic: no workspace, no vendoring or other
+	// surprises from the caller's GOFLAGS.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	var output tailBuffer
+	output.max = 16 << 10
+	cmd.Stdout = &output
+	cmd.Stderr = &output
+	cmd.WaitDelay = 10 * time.Second
+
+	began := time.Now()
+	log.Info("building dendrite", "version", Version, "path", bin)
+	if err := cmd.Run(); err != nil {
+		log.Error("dendrite build failed", "version", Version,
+			"duration_ms", time.Since(began).Milliseconds(), "error", err)
+		return fmt.Errorf("dendrite: go build %s@%s failed: %w\n%s", dendritePkg, Version, err, output.String())
+	}
+	if err := os.Chmod(out, 0o755); err != nil {
+		return fmt.Errorf("dendrite: %w", err)
+	}
+	if err := os.Rename(out, bin); err != nil {
+		return fmt.Errorf("dendrite: install built binary: %w", err)
+	}
+	log.Info("built dendrite", "version", Version, "path", bin,
+		"duration_ms", time.Since(began).Milliseconds())
+	return nil
+}
+
+// writeBuildModule writes the embedded build module into dir as go.mod and
+// go.sum.
+func writeBuildModule(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("dendrite: create build module directory: %w", err)
+	}
+	for src, dst := range map[string]string{"dendrite.gomod": "go.mod", "dendrite.gosum": "go.sum"} {
+		data, err := buildModule.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("dendrite: embedded build module: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
+			return fmt.Errorf("dendrite: write build module: %w", err)
+		}
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on path and returns the function that
+// releases it. If ctx ends while waiting, lockFile returns ctx's error and a
+// background goroutine releases the lock as soon as it is granted.
+func lockFile(ctx context.Context, log *slog.Logger, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("dendrite: open build lock: %w", err)
+	}
+	fd := int(f.Fd())
+	unlock := func() {
+		_ = syscall.Flock(fd, syscall.LOCK_UN)
+		_ = f.Close()
+	}
+	err = flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		return unlock, nil
+	}
+	if !errors.Is(err, syscall.EWOULDBLOCK) {
+		_ = f.Close()
+		return nil, fmt.Errorf("dendrite: lock %s: %w", path, err)
+	}
+	log.Info("waiting for a concurrent dendrite build to finish", "lock", path)
+	began := time.Now()
+	granted := make(chan error, 1)
+	go func() { granted <- flock(fd, syscall.LOCK_EX) }()
+	select {
+	case err := <-granted:
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("dendrite: lock %s: %w", path, err)
+		}
+		log.Info("build lock acquired", "waited_ms", time.Since(began).Milliseconds())
+		return unlock, nil
+	case <-ctx.Done():
+		go func() {
+			if <-granted == nil {
+				_ = syscall.Flock(fd, syscall.LOCK_UN)
+			}
+			_ = f.Close()
+		}()
+		return nil, fmt.Errorf("dendrite: waiting for build lock: %w", ctx.Err())
+	}
+}
+
+// flock calls syscall.Flock, retrying when interrupted by a signal.
+func flock(fd, how int) error {
+	for {
+		err := syscall.Flock(fd, how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// resolveBinary turns a user-supplied binary path into an absolute path of
+// an executable regular file. A name without a slash is looked up in PATH.
+func resolveBinary(p string) (string, error) {
+	if !strings.ContainsRune(p, filepath.Separator) {
+		found, err := exec.LookPath(p)
+		if err != nil {
+			return "", fmt.Errorf("dendrite binary %q: %w", p, err)
+		}
+		p = found
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("dendrite binary %q: %w", p, err)
+	}
+	if err := isExecutable(abs); err != nil {
+		return "", fmt.Errorf("dendrite binary %q: %w", abs, err)
+	}
+	return abs, nil
+}
+
+// isExecutable reports, as an error, why path is not an executable regular
+// file; nil means it is one.
+func isExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("not executable (mode %s)", fi.Mode().Perm())
+	}
+	return nil
+}
+
+// orDiscard returns log, or a logger that drops everything if log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
