@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/lisabot/lisa/config"
+)
+
+// checkConfig implements "lisa check-config --config FILE": it loads,
+// validates and resolves the file, prints every problem to stderr (one per
+// line, key first) and exits 2, or prints a short summary without secrets
+// and exits 0.
+func checkConfig(_ context.Context, c *cli, args []string) int {
+	fs := newFlagSet(c, "check-config", "--config FILE")
+	path := fs.String("config", "", "the TOML configuration `FILE` to check (required)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if *path == "" {
+		fmt.Fprintln(c.stderr, "lisa check-config: the --config flag is required")
+		fs.Usage()
+		return exitUsage
+	}
+	r, err := config.LoadAndResolve(*path, c.getenv)
+	if err != nil {
+		printConfigError(c.stderr, err)
+		return exitUsage
+	}
+	cfg := r.Config
+	search := "disabled (search.endpoint is empty)"
+	if cfg.Search.Enabled() {
+		search = "enabled"
+	}
+	fmt.Fprintf(c.stdout, "config OK: %s\n", *path)
+	fmt.Fprintf(c.stdout, "  homeserver: %s\n", cfg.Matrix.HomeserverURL)
+	fmt.Fprintf(c.stdout, "  user:       %s (device %s)\n", cfg.Matrix.UserID, cfg.Matrix.DeviceID)
+	fmt.Fprintf(c.stdout, "  rooms:      %d\n", len(cfg.Matrix.AllowedRoomIDs))
+	fmt.Fprintf(c.stdout, "  model:      %s\n", cfg.LLM.Model)
+	fmt.Fprintf(c.stdout, "  web search: %s\n", search)
+	fmt.Fprintf(c.stdout, "  data dir:   %s\n", cfg.Runtime.DataDir)
+	return exitOK
+}
+
+// printConfigError prints a configuration error: each problem on its own
+// line, or the single error as it is.
+func printConfigError(w io.Writer, err error) {
+	var ps config.Problems
+	if errors.As(err, &ps) {
+		for _, p := range ps {
+			fmt.Fprintln(w, p.String())
+		}
+		return
+	}
+	fmt.Fprintln(w, err.Error())
+}

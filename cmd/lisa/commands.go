@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/lisabot/lisa/config"
+)
+
+// Exit codes shared by every command.
+const (
+	exitOK      = 0 // success
+	exitFailure = 1 // the command ran and failed
+	exitUsage   = 2 // bad usage or an invalid configuration
+)
+
+// cli carries what a command may use of the outside world. Commands get
+// nothing from package state or the process directly.
+type cli struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv config.LookupEnv
+}
+
+// command is one entry of the dispatch table.
+type command struct {
+	name    string
+	usage   string // flags synopsis, shown after the name
+	summary string // one line for "lisa help"
+	run     func(ctx context.Context, c *cli, args []string) int
+}
+
+// commands is the dispatch table. Adding a subcommand is adding an entry.
+func commands() []command {
+	return []command{
+		{
+			name:    "check-config",
+			usage:   "--config FILE",
+			summary: "validate a configuration file, its env: secrets and its persona file",
+			run:     checkConfig,
+		},
+	}
+}
+
+// run is the whole program minus process setup: it dispatches args (without
+// the program name) to a command and returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv config.LookupEnv) int {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "lisa: missing command")
+		printUsage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		printUsage(stdout)
+		return exitOK
+	}
+	for _, cmd := range commands() {
+		if cmd.name == args[0] {
+			return cmd.run(ctx, c, args[1:])
+		}
+	}
+	fmt.Fprintf(stderr, "lisa: unknown command %q\n", args[0])
+	printUsage(stderr)
+	return exitUsage
+}
+
+// printUsage lists the commands.
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: lisa <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, cmd := range commands() {
+		fmt.Fprintf(w, "  %-14s %s\n", cmd.name, cmd.summary)
+		fmt.Fprintf(w, "  %-14s   lisa %s %s\n", "", cmd.name, cmd.usage)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Run "lisa <command> -h" for a command's flags.`)
+}
+
+// newFlagSet returns a flag set for cmd that reports to c.stderr and never
+// exits the process.
+func newFlagSet(c *cli, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: lisa %s %s\n", name, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs and rejects positional arguments. When it
+// returns false the command should return code.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "lisa %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return exitUsage, false
+	}
+	return exitOK, true
+}

@@ -1,0 +1,225 @@
+package config
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Config is Lisa's whole configuration as read from the TOML file and the
+// environment. It holds secret references, never secret values; see
+// [Resolve] for turning it into something the daemon can run with.
+//
+// The koanf tags are the file's key names. They are a contract shared with
+// operators and other tools: renaming one is a breaking change.
+type Config struct {
+	// Matrix describes the homeserver account and the rooms Lisa serves.
+	Matrix MatrixConfig `koanf:"matrix"`
+	// LLM describes the OpenAI-compatible model service and the tool loop.
+	LLM LLMConfig `koanf:"llm"`
+	// Persona points at the persona prompt and holds the in-character error
+	// replies.
+	Persona PersonaConfig `koanf:"persona"`
+	// Context bounds the room history given to the model.
+	Context ContextConfig `koanf:"context"`
+	// Search configures the optional SearXNG endpoint behind web_search.
+	Search SearchConfig `koanf:"search"`
+	// Web bounds page downloads and the HTML-to-Markdown conversion.
+	Web WebConfig `koanf:"web"`
+	// Runtime holds process-level settings: storage, concurrency, timeouts
+	// and logging.
+	Runtime RuntimeConfig `koanf:"runtime"`
+}
+
+// MatrixConfig is the [matrix] section.
+type MatrixConfig struct {
+	// HomeserverURL is the client-server API base URL (http or https).
+	HomeserverURL string `koanf:"homeserver_url"`
+	// UserID is Lisa's own Matrix user ID, "@localpart:server".
+	UserID string `koanf:"user_id"`
+	// DeviceID is the device the access token belongs to.
+	DeviceID string `koanf:"device_id"`
+	// AccessToken references the Matrix access token; required.
+	AccessToken SecretRef `koanf:"access_token"`
+	// AllowedRoomIDs lists the rooms Lisa answers in, as "!opaque:server"
+	// room IDs. Aliases are refused.
+	AllowedRoomIDs []string `koanf:"allowed_room_ids"`
+	// MentionAliases are the plain-text names that count as mentioning
+	// Lisa, matched as whole words without regard to case.
+	MentionAliases []string `koanf:"mention_aliases"`
+	// SyncTimeoutMS is the server-side long-poll timeout of /sync.
+	SyncTimeoutMS int `koanf:"sync_timeout_ms"`
+	// SyncTimelineLimit is the per-room timeline limit requested from /sync.
+	SyncTimelineLimit int `koanf:"sync_timeline_limit"`
+	// GapPageLimit bounds how many /messages pages are fetched to fill a
+	// limited (gappy) timeline.
+	GapPageLimit int `koanf:"gap_page_limit"`
+}
+
+// LLMConfig is the [llm] section.
+type LLMConfig struct {
+	// BaseURL is the OpenAI-compatible API root; it ends in "/v1".
+	BaseURL string `koanf:"base_url"`
+	// APIKey references the API key; empty for services without one.
+	APIKey SecretRef `koanf:"api_key"`
+	// Model is the model name sent with every request.
+	Model string `koanf:"model"`
+	// RequestTimeoutSeconds bounds one LLM HTTP request.
+	RequestTimeoutSeconds int `koanf:"request_timeout_seconds"`
+	// MaxOutputTokens is sent as the completion token limit.
+	MaxOutputTokens int `koanf:"max_output_tokens"`
+	// MaxRequestCharacters bounds the characters of one whole request.
+	MaxRequestCharacters int `koanf:"max_request_characters"`
+	// MaxResponseCharacters bounds the characters accepted from one
+	// response.
+	MaxResponseCharacters int `koanf:"max_response_characters"`
+	// MaxIterations bounds the LLM requests of one invocation, repair
+	// requests included.
+	MaxIterations int `koanf:"max_iterations"`
+	// MaxToolCalls bounds the tool calls of one invocation, failed and
+	// invalid calls included.
+	MaxToolCalls int `koanf:"max_tool_calls"`
+	// Temperature is the sampling temperature, 0..2.
+	Temperature float64 `koanf:"temperature"`
+}
+
+// PersonaConfig is the [persona] section.
+type PersonaConfig struct {
+	// Path is the persona prompt file. A relative path is resolved against
+	// the directory of the configuration file.
+	Path string `koanf:"path"`
+	// GenericError is the in-character reply sent when an invocation fails.
+	GenericError string `koanf:"generic_error"`
+	// OverloadError is the in-character reply sent when an invocation runs
+	// out of time, iterations or budget.
+	OverloadError string `koanf:"overload_error"`
+}
+
+// ContextConfig is the [context] section.
+type ContextConfig struct {
+	// MaxEvents bounds the room events given to the model, the invoking
+	// event included.
+	MaxEvents int `koanf:"max_events"`
+	// MaxCharacters bounds the characters of the whole room context.
+	MaxCharacters int `koanf:"max_characters"`
+	// MaxEventCharacters caps each single event's text.
+	MaxEventCharacters int `koanf:"max_event_characters"`
+	// MaxReplyDepth bounds how far reply chains are followed.
+	MaxReplyDepth int `koanf:"max_reply_depth"`
+}
+
+// SearchConfig is the [search] section. Web search is optional: with an
+// empty Endpoint the web_search tool is not offered to the model.
+type SearchConfig struct {
+	// Endpoint is the SearXNG search URL, queried as
+	// GET Endpoint?q=...&format=json. Empty disables web_search.
+	Endpoint string `koanf:"endpoint"`
+	// APIKey optionally references a key for the search service.
+	APIKey SecretRef `koanf:"api_key"`
+	// MaxResults bounds the results returned to the model.
+	MaxResults int `koanf:"max_results"`
+	// TimeoutSeconds bounds one search request.
+	TimeoutSeconds int `koanf:"timeout_seconds"`
+}
+
+// Enabled reports whether a search endpoint is configured.
+func (s SearchConfig) Enabled() bool { return s.Endpoint != "" }
+
+// Timeout returns TimeoutSeconds as a duration.
+func (s SearchConfig) Timeout() time.Duration { return seconds(s.TimeoutSeconds) }
+
+// WebConfig is the [web] section.
+type WebConfig struct {
+	// ConnectTimeoutSeconds bounds establishing a connection.
+	ConnectTimeoutSeconds int `koanf:"connect_timeout_seconds"`
+	// ReadTimeoutSeconds bounds waiting for the next bytes of a response.
+	ReadTimeoutSeconds int `koanf:"read_timeout_seconds"`
+	// TotalTimeoutSeconds bounds one whole download, redirects included.
+	TotalTimeoutSeconds int `koanf:"total_timeout_seconds"`
+	// MaxRedirects bounds the redirects followed by one download.
+	MaxRedirects int `koanf:"max_redirects"`
+	// MaxDownloadBytes bounds the body of one download.
+	MaxDownloadBytes int `koanf:"max_download_bytes"`
+	// MaxToolOutputCharacters bounds the text one tool call returns to the
+	// model.
+	MaxToolOutputCharacters int `koanf:"max_tool_output_characters"`
+	// MaxTotalArtifactBytes bounds all artifacts one invocation keeps.
+	MaxTotalArtifactBytes int `koanf:"max_total_artifact_bytes"`
+	// PandocTimeoutSeconds bounds one pandoc run.
+	PandocTimeoutSeconds int `koanf:"pandoc_timeout_seconds"`
+	// UserAgent is sent with every download.
+	UserAgent string `koanf:"user_agent"`
+	// AllowPrivateAddresses lets downloads reach private, loopback,
+	// link-local and metadata addresses. Off by default; meant for tests
+	// and closed networks.
+	AllowPrivateAddresses bool `koanf:"allow_private_addresses"`
+}
+
+// ConnectTimeout returns ConnectTimeoutSeconds as a duration.
+func (w WebConfig) ConnectTimeout() time.Duration { return seconds(w.ConnectTimeoutSeconds) }
+
+// ReadTimeout returns ReadTimeoutSeconds as a duration.
+func (w WebConfig) ReadTimeout() time.Duration { return seconds(w.ReadTimeoutSeconds) }
+
+// TotalTimeout returns TotalTimeoutSeconds as a duration.
+func (w WebConfig) TotalTimeout() time.Duration { return seconds(w.TotalTimeoutSeconds) }
+
+// PandocTimeout returns PandocTimeoutSeconds as a duration.
+func (w WebConfig) PandocTimeout() time.Duration { return seconds(w.PandocTimeoutSeconds) }
+
+// RuntimeConfig is the [runtime] section.
+type RuntimeConfig struct {
+	// DataDir is the Badger database directory. A relative path is
+	// resolved against the directory of the configuration file.
+	DataDir string `koanf:"data_dir"`
+	// MaxConcurrentRooms bounds the rooms with an active invocation.
+	MaxConcurrentRooms int `koanf:"max_concurrent_rooms"`
+	// InvocationTimeoutSeconds bounds one whole invocation.
+	InvocationTimeoutSeconds int `koanf:"invocation_timeout_seconds"`
+	// ShutdownGraceSeconds bounds the wait for running work on shutdown.
+	ShutdownGraceSeconds int `koanf:"shutdown_grace_seconds"`
+	// LogLevel is debug, info, warn or error, in any letter case.
+	LogLevel string `koanf:"log_level"`
+	// AdminSocket is the Unix socket of the debug shell and health check.
+	// Empty means "admin.sock" inside DataDir (see [Config.WithDefaults]).
+	AdminSocket string `koanf:"admin_socket"`
+}
+
+// InvocationTimeout returns InvocationTimeoutSeconds as a duration.
+func (r RuntimeConfig) InvocationTimeout() time.Duration {
+	return seconds(r.InvocationTimeoutSeconds)
+}
+
+// ShutdownGrace returns ShutdownGraceSeconds as a duration.
+func (r RuntimeConfig) ShutdownGrace() time.Duration { return seconds(r.ShutdownGraceSeconds) }
+
+// SlogLevel returns LogLevel as a slog level; an unknown level (which
+// Validate rejects) maps to info.
+func (r RuntimeConfig) SlogLevel() slog.Level {
+	switch strings.ToLower(r.LogLevel) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	default:
+		return slog.LevelInfo
+	}
+}
+
+// SyncTimeout returns SyncTimeoutMS as a duration.
+func (m MatrixConfig) SyncTimeout() time.Duration {
+	return time.Duration(m.SyncTimeoutMS) * time.Millisecond
+}
+
+// SyncRequestTimeout is the HTTP client timeout to use for one /sync
+// request: the long-poll timeout plus [SyncRequestSlack].
+func (m MatrixConfig) SyncRequestTimeout() time.Duration {
+	return m.SyncTimeout() + SyncRequestSlack
+}
+
+// RequestTimeout returns RequestTimeoutSeconds as a duration.
+func (l LLMConfig) RequestTimeout() time.Duration { return seconds(l.RequestTimeoutSeconds) }
+
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
