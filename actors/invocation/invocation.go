@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -83,6 +84,9 @@ func (a *child) run(ctx context.Context) (res *messages.InvocationResult) {
 	start := time.Now()
 	defer func() {
 		if r := recover(); r != nil {
+			if a.cfg.Logger != nil {
+				a.cfg.Logger.Error("invoker panicked", "panic_type", fmt.Sprintf("%T", r), "stack", string(debug.Stack()))
+			}
 			res.Content = nil
 			res.Err = &messages.Error{Code: messages.CodeInvocationPanic, Message: fmt.Sprintf("invoker panicked (%T)", r)}
 		}

@@ -43,6 +43,12 @@ func commands() []command {
 			summary: "validate a configuration file, its env: secrets and its persona file",
 			run:     checkConfig,
 		},
+		{
+			name:    "demo",
+			usage:   "[--exit-after-transcript]",
+			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
+			run:     demo,
+		},
 	}
 }
 

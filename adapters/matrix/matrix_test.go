@@ -1,0 +1,91 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/testkit/dendrite"
+)
+
+func TestAgainstDendrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hs := dendrite.Start(t, dendrite.Options{})
+	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	human, err := hs.RegisterUser(ctx, "human", "human-password-1", "HUMANDEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Whoami must match configuration; the error never shows the token.
+	_, err = Connect(ctx, hs.URL(), bot.UserID, "OTHERDEVICE", bot.AccessToken, nil)
+	if err == nil || !strings.Contains(err.Error(), "OTHERDEVICE") || strings.Contains(err.Error(), bot.AccessToken) {
+		t.Fatalf("device mismatch: %v", err)
+	}
+	if _, err := Connect(ctx, hs.URL(), bot.UserID, bot.DeviceID, "not-a-token", nil); err == nil {
+		t.Fatal("bad token accepted")
+	}
+	c, err := Connect(ctx, hs.URL(), bot.UserID, bot.DeviceID, bot.AccessToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	hc, _ := mautrix.NewClient(hs.URL(), id.UserID(human.UserID), human.AccessToken)
+	room, err := hc.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(bot.UserID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not joined yet: the homeserver refuses, permanently.
+	_, err = c.SendReply(ctx, string(room.RoomID), "lisa_txn_0", []byte(`{"msgtype":"m.text","body":"x"}`))
+	var le *messages.Error
+	if !errors.As(err, &le) || !le.Permanent || le.Code != messages.CodeMatrixForbidden {
+		t.Fatalf("send to unjoined room: %#v", err)
+	}
+	bc, _ := mautrix.NewClient(hs.URL(), id.UserID(bot.UserID), bot.AccessToken)
+	if _, err := bc.JoinRoomByID(ctx, room.RoomID); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := c.FindReply(ctx, string(room.RoomID), "$invoking", "lisa_txn_1"); err != nil || found {
+		t.Fatalf("FindReply before sending: %v %v", found, err)
+	}
+	content := []byte(`{"msgtype":"m.text","body":"answer","m.relates_to":{"m.in_reply_to":{"event_id":"$invoking"}},"org.lisabot.invocation":"$invoking"}`)
+	sent, err := c.SendReply(ctx, string(room.RoomID), "lisa_txn_1", content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.SendReply(ctx, string(room.RoomID), "lisa_txn_1", content)
+	if err != nil || again != sent {
+		t.Fatalf("same txn gave %s then %s (%v)", sent, again, err)
+	}
+	// The homeserver may need a moment before /messages shows the event.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, found, err := c.FindReply(ctx, string(room.RoomID), "$invoking", "lisa_txn_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found {
+			if got != sent {
+				t.Fatalf("found %s, sent %s", got, sent)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sent reply not found")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, found, _ := c.FindReply(ctx, string(room.RoomID), "$other", "lisa_txn_2"); found {
+		t.Fatal("found a reply to an event Lisa never answered")
+	}
+}
