@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"log/slog"
+	"strings"
 )
 
 // RoomID is a Matrix room ID such as "!abc:example.org".
@@ -39,4 +40,17 @@ func Hash(s string) string {
 func ReplyTxnID(room RoomID, event EventID) TxnID {
 	sum := sha256.Sum256([]byte(string(room) + "\x00" + string(event)))
 	return TxnID("lisa_" + base64.RawURLEncoding.EncodeToString(sum[:])[:32])
+}
+
+// ActorLogID renders an actor path for logs: segments naming a room (they
+// start with "!") are replaced by their hash, so "app/rooms/!r:hs/inv-3"
+// becomes "app/rooms/<hash>/inv-3".
+func ActorLogID(id string) string {
+	parts := strings.Split(id, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "!") {
+			parts[i] = Hash(p)
+		}
+	}
+	return strings.Join(parts, "/")
 }

@@ -44,3 +44,13 @@ func TestErrorCode(t *testing.T) {
 		}
 	}
 }
+
+func TestActorLogIDHidesRooms(t *testing.T) {
+	got := ActorLogID("app/rooms/!secretroom:hs/inv-3")
+	if strings.Contains(got, "secretroom") || !strings.HasPrefix(got, "app/rooms/") || !strings.HasSuffix(got, "/inv-3") {
+		t.Fatalf("ActorLogID = %q", got)
+	}
+	if ActorLogID("app/rooms") != "app/rooms" {
+		t.Fatal("plain paths must stay readable")
+	}
+}

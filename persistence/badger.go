@@ -11,6 +11,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -90,7 +91,7 @@ func (s *Badger) AppendEvent(name string, index uint64, ev proto.Message) error 
 	k := indexedKey('j', name, index)
 	return s.update(func(txn *badger.Txn) error {
 		if _, err := txn.Get(k); err == nil {
-			return fmt.Errorf("%w: %q index %d", ErrConflict, name, index)
+			return fmt.Errorf("%w: %s index %d", ErrConflict, messages.ActorLogID(name), index)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
@@ -120,7 +121,7 @@ func (s *Badger) Events(name string, from, to uint64, fn func(uint64, proto.Mess
 			}
 			msg, err := decodeAny(b)
 			if err != nil {
-				return fmt.Errorf("%q index %d: %w", name, idx, err)
+				return fmt.Errorf("%s index %d: %w", messages.ActorLogID(name), idx, err)
 			}
 			if err := fn(idx, msg); err != nil {
 				return err
@@ -164,7 +165,7 @@ func (s *Badger) LatestSnapshot(name string) (proto.Message, uint64, bool, error
 		}
 		index = indexOf(item.Key())
 		if msg, err = decodeAny(b); err != nil {
-			return fmt.Errorf("snapshot %q index %d: %w", name, index, err)
+			return fmt.Errorf("snapshot %s index %d: %w", messages.ActorLogID(name), index, err)
 		}
 		ok = true
 		return nil

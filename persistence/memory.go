@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -72,7 +73,7 @@ func (m *Memory) AppendEvent(name string, index uint64, ev proto.Message) error 
 		m.events[name] = evs
 	}
 	if _, ok := evs[index]; ok {
-		return fmt.Errorf("%w: %q index %d", ErrConflict, name, index)
+		return fmt.Errorf("%w: %s index %d", ErrConflict, messages.ActorLogID(name), index)
 	}
 	evs[index] = proto.Clone(ev)
 	return nil

@@ -6,6 +6,8 @@ import (
 
 	actorpersist "github.com/asynkron/protoactor-go/persistence"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages"
 )
 
 // StorageError is the panic value Provider raises when the Journal fails.
@@ -20,7 +22,7 @@ type StorageError struct {
 
 // Error implements error.
 func (e *StorageError) Error() string {
-	return fmt.Sprintf("persistence: %s %q: %v", e.Op, e.Name, e.Err)
+	return fmt.Sprintf("persistence: %s %s: %v", e.Op, messages.ActorLogID(e.Name), e.Err)
 }
 
 // Unwrap returns the cause.
@@ -86,11 +88,11 @@ func (p *Provider) PersistSnapshot(name string, index int, snap proto.Message) {
 	// The snapshot is durable, so everything before it is redundant. A
 	// failed compaction leaves harmless garbage for the next one.
 	if err := p.j.DeleteEvents(name, uint64(index-1)); err != nil {
-		p.log.Warn("journal compaction failed", "actor", name, "err", err)
+		p.log.Warn("journal compaction failed", "actor", messages.ActorLogID(name), "err", err)
 		return
 	}
 	if err := p.j.DeleteSnapshots(name, uint64(index-1)); err != nil {
-		p.log.Warn("snapshot compaction failed", "actor", name, "err", err)
+		p.log.Warn("snapshot compaction failed", "actor", messages.ActorLogID(name), "err", err)
 	}
 }
 

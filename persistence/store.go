@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -82,7 +83,7 @@ var (
 )
 
 func gapError(name string, want, got uint64) error {
-	return fmt.Errorf("%w: %q expected index %d, found %d", ErrGap, name, want, got)
+	return fmt.Errorf("%w: %s expected index %d, found %d", ErrGap, messages.ActorLogID(name), want, got)
 }
 
 func validateCandidate(c *roompb.Candidate) error {

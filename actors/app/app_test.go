@@ -2,18 +2,14 @@ package app_test
 
 import (
 	"errors"
-	"flag"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lisabot/lisa/persistence"
+	"github.com/lisabot/lisa/testkit/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 const (
 	roomA = "!alpha:hs"
@@ -42,7 +38,7 @@ func TestRoomPanicReplaysIdenticalState(t *testing.T) {
 	if after.Digest != before.Digest {
 		t.Fatalf("state after restart differs:\nbefore %s\nafter  %s", before.Digest, after.Digest)
 	}
-	golden(t, "restart_replay.golden", after.Digest)
+	golden.Check(t, filepath.Join("testdata", "restart_replay.golden"), after.Digest)
 	if after.Phase != "sending" && after.Phase != "reconciling" {
 		t.Fatalf("restarted room is %q; want it to reconcile and resend the ready reply", after.Phase)
 	}
@@ -166,23 +162,5 @@ func TestConcurrentRoomsBounded(t *testing.T) {
 	}
 	if m := h.invoker.maxInFlight.Load(); m != 2 {
 		t.Fatalf("max concurrent invocations = %d, want exactly 2", m)
-	}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if string(want) != got {
-		t.Fatal(fmt.Sprintf("%s differs:\n--- got\n%s--- want\n%s", path, got, want))
 	}
 }

@@ -13,9 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/lisabot/lisa/actors/app"
-	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/room"
-	"github.com/lisabot/lisa/actors/rooms"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/persistence"
@@ -148,34 +146,22 @@ func (h *harness) start() {
 	}
 	sys := app.NewSystem(log)
 	h.sys = sys
-	gens := &atomic.Uint64{}
-	invCfg := invocation.Config{Invoker: h.invoker, Timeout: 10 * time.Second, Logger: log}
-	roomProps := func(id string) *actor.Props {
-		cfg := room.Config{
-			Policy: room.Policy{
-				RoomID: id, MaxAttempts: 3,
-				RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
-				SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
-				ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
-			},
-			Provider: provider, Inbox: store, BotEvents: store, Sender: h.sender,
-			NewInvocation: func(c *roompb.Candidate, attempt uint32) *actor.Props {
-				return invocation.Props(invCfg, c, attempt)
-			},
-			ChildOptions: sys.Options(),
-			Clock:        app.RealClock{},
-			Logger:       log,
-			Generations:  gens,
-		}
-		return room.Props(cfg, append(sys.Options(), actor.WithReceiverMiddleware(crashOn))...)
-	}
-	roomsProps := rooms.Props(rooms.Config{
-		Rooms: h.rooms, MaxConcurrent: h.maxConc, RoomProps: roomProps,
-		MaxRestarts: 3, RestartWindow: time.Minute,
+	tree := sys.Tree(app.TreeConfig{
+		Rooms: h.rooms, MaxConcurrent: h.maxConc,
+		Policy: room.Policy{
+			MaxAttempts: 3,
+			RetryBase:   10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+			SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
+			ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
+		},
+		Provider: provider, Inbox: store, BotEvents: store, Sender: h.sender,
+		Invoker: h.invoker, InvocationTimeout: 10 * time.Second,
+		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
-		Clock: app.RealClock{}, Logger: log,
-	}, sys.Options()...)
-	if _, err := sys.Start(app.Props([]app.Child{{Name: "rooms", Props: roomsProps}}, 5, time.Minute, sys.Options()...)); err != nil {
+		RoomOptions: []actor.PropsOption{actor.WithReceiverMiddleware(crashOn)},
+		Clock:       app.RealClock{}, Logger: log,
+	})
+	if _, err := sys.Start(tree); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.stop)
@@ -199,9 +185,7 @@ func (h *harness) stop() {
 	h.sys = nil
 }
 
-func (h *harness) roomPID(id string) *actor.PID {
-	return actor.NewPID(h.sys.Actors.Address(), "app/rooms/"+id)
-}
+func (h *harness) roomPID(id string) *actor.PID { return h.sys.RoomPID(id) }
 
 func (h *harness) statusErr(id string) (*messages.RoomStatus, error) {
 	res, err := h.sys.Root.RequestFuture(h.roomPID(id), &messages.RoomStatusRequest{}, 2*time.Second).Result()
@@ -239,7 +223,7 @@ func (h *harness) enqueue(roomID string, events ...string) {
 	if _, err := h.store.CommitSync(cur, cs); err != nil {
 		h.t.Fatal(err)
 	}
-	h.sys.Root.Send(actor.NewPID(h.sys.Actors.Address(), "app/rooms"), &messages.Nudge{Room: messages.RoomID(roomID)})
+	h.sys.Root.Send(h.sys.RoomsPID(), &messages.Nudge{Room: messages.RoomID(roomID)})
 }
 
 // waitFor awaits cond with a deadline; it checks often and gives up

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lisabot/lisa/messages"
 )
 
 // Stats is one actor's counters at a moment.
@@ -151,7 +153,7 @@ func PanicLogger(log *slog.Logger) actor.ReceiverMiddleware {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			defer func() {
 				if r := recover(); r != nil {
-					log.Error("actor panicked", "actor", c.Self().Id, "message_type", typeName(env.Message), "panic", panicText(r), "stack", string(debug.Stack()))
+					log.Error("actor panicked", "actor", messages.ActorLogID(c.Self().Id), "message_type", typeName(env.Message), "panic", panicText(r), "stack", string(debug.Stack()))
 					panic(r)
 				}
 			}()

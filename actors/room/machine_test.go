@@ -1,9 +1,7 @@
 package room
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,9 +11,8 @@ import (
 
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
+	"github.com/lisabot/lisa/testkit/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 const testRoom = "!room:hs"
 
@@ -190,25 +187,8 @@ func TestMachineGolden(t *testing.T) {
 			if strings.Contains(d.out.String(), "secret body") {
 				t.Fatal("transcript contains a message body")
 			}
-			golden(t, filepath.Join("testdata", name+".golden"), d.out.String())
+			golden.Check(t, filepath.Join("testdata", name+".golden"), d.out.String())
 		})
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("%s differs (run with -update after checking):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
 

@@ -193,7 +193,7 @@ func (s *supervisor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor,
 		rs.Reset()
 		directive = actor.StopDirective
 	}
-	s.cfg.Logger.Warn("room failed", "actor", child.Id, "reason", reasonText(reason), "directive", directive.String())
+	s.cfg.Logger.Warn("room failed", "actor", messages.ActorLogID(child.Id), "reason", reasonText(reason), "directive", directive.String())
 	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
 	// A failed room's slot is free again; its next incarnation asks anew.
 	s.forget(sys.Root.Send, child.Id)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/testkit/golden"
 )
 
 // Canary values: if any of these shows up in output, a secret leaked.
@@ -184,19 +185,7 @@ func TestCheckConfigGolden(t *testing.T) {
 	}
 	assertNoCanaries(t, "golden output", r.stderr)
 	got := strings.ReplaceAll(r.stderr, dir, "$TESTDATA")
-	golden := filepath.Join("testdata", "invalid.golden")
-	if os.Getenv("LISA_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("check-config output differs from %s:\n--- got\n%s--- want\n%s", golden, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "invalid.golden"), got)
 	for _, line := range strings.Split(strings.TrimSpace(got), "\n") {
 		if key, _, ok := strings.Cut(line, ": "); !ok || strings.Contains(key, " ") {
 			t.Errorf("line does not start with a key: %q", line)

@@ -6,15 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/lisabot/lisa/actors/app"
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/room"
-	"github.com/lisabot/lisa/actors/rooms"
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/config"
@@ -57,32 +53,21 @@ func startDaemon(res config.Resolved, log *slog.Logger, sender room.Sender, invo
 		}
 		return b
 	}
-	gens := &atomic.Uint64{}
-	invCfg := invocation.Config{Invoker: invoker, Timeout: cfg.Runtime.InvocationTimeout(), Logger: log}
-	roomProps := func(id string) *actor.Props {
-		return room.Props(room.Config{
-			Policy: room.Policy{
-				RoomID: id, MaxAttempts: 3,
-				RetryBase: 2 * time.Second, RetryMax: 30 * time.Second,
-				SendRetryBase: time.Second, SendRetryMax: time.Minute,
-				ErrorReply: errorReply,
-			},
-			Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
-			NewInvocation: func(c *roompb.Candidate, attempt uint32) *actor.Props {
-				return invocation.Props(invCfg, c, attempt)
-			},
-			ChildOptions: sys.Options(),
-			Clock:        app.RealClock{},
-			Logger:       log,
-			Generations:  gens,
-		}, sys.Options()...)
-	}
-	roomsProps := rooms.Props(rooms.Config{
-		Rooms: cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms, RoomProps: roomProps,
-		MaxRestarts: 3, RestartWindow: time.Minute, RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
+	tree := sys.Tree(app.TreeConfig{
+		Rooms: cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
+		Policy: room.Policy{
+			MaxAttempts: 3,
+			RetryBase:   2 * time.Second, RetryMax: 30 * time.Second,
+			SendRetryBase: time.Second, SendRetryMax: time.Minute,
+			ErrorReply: errorReply,
+		},
+		Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
+		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
+		RoomRestarts: 3, RoomRestartWindow: time.Minute,
+		RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
 		Clock: app.RealClock{}, Logger: log,
-	}, sys.Options()...)
-	if _, err := sys.Start(app.Props([]app.Child{{Name: "rooms", Props: roomsProps}}, 5, time.Minute, sys.Options()...)); err != nil {
+	})
+	if _, err := sys.Start(tree); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
@@ -100,9 +85,8 @@ func (d *daemon) route(cands ...*roompb.Candidate) error {
 	if err != nil {
 		return err
 	}
-	rooms := actor.NewPID(d.sys.Actors.Address(), "app/rooms")
 	for _, c := range accepted {
-		d.sys.Root.Send(rooms, &messages.Nudge{Room: messages.RoomID(c.GetRoomId())})
+		d.sys.Root.Send(d.sys.RoomsPID(), &messages.Nudge{Room: messages.RoomID(c.GetRoomId())})
 	}
 	return nil
 }

@@ -1,0 +1,93 @@
+package app
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	actorpersist "github.com/asynkron/protoactor-go/persistence"
+
+	"github.com/lisabot/lisa/actors/invocation"
+	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/actors/rooms"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Clock is the time source for every actor in the tree.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// TreeConfig is everything the actor tree needs from the outside: the
+// ports it talks through and the limits it enforces. cmd/lisa fills it
+// with real adapters, tests with fakes; the tree is built the same way.
+type TreeConfig struct {
+	// Rooms are the allowed room IDs; each gets a persistent actor.
+	Rooms []string
+	// MaxConcurrent is runtime.max_concurrent_rooms.
+	MaxConcurrent int
+	// Policy is the room policy; RoomID is filled in per room.
+	Policy room.Policy
+	// Provider persists room journals.
+	Provider  actorpersist.Provider
+	Inbox     room.Inbox
+	BotEvents room.BotEvents
+	Sender    room.Sender
+	Invoker   invocation.Invoker
+	// InvocationTimeout bounds one attempt.
+	InvocationTimeout time.Duration
+	// RoomRestarts within RoomRestartWindow are allowed before a room is
+	// stopped and respawned after RespawnBase (doubling up to RespawnMax).
+	RoomRestarts      int
+	RoomRestartWindow time.Duration
+	RespawnBase       time.Duration
+	RespawnMax        time.Duration
+	// RoomOptions are extra props options for room actors (tests inject
+	// faults here).
+	RoomOptions []actor.PropsOption
+	Clock       Clock
+	Logger      *slog.Logger
+}
+
+// Tree returns the props of the app actor with the whole tree below it.
+func (s *System) Tree(cfg TreeConfig) *actor.Props {
+	gens := &atomic.Uint64{}
+	invCfg := invocation.Config{Invoker: cfg.Invoker, Timeout: cfg.InvocationTimeout, Logger: cfg.Logger}
+	roomProps := func(id string) *actor.Props {
+		policy := cfg.Policy
+		policy.RoomID = id
+		return room.Props(room.Config{
+			Policy:    policy,
+			Provider:  cfg.Provider,
+			Inbox:     cfg.Inbox,
+			BotEvents: cfg.BotEvents,
+			Sender:    cfg.Sender,
+			NewInvocation: func(c *roompb.Candidate, attempt uint32) *actor.Props {
+				return invocation.Props(invCfg, c, attempt)
+			},
+			ChildOptions: s.Options(),
+			Clock:        cfg.Clock,
+			Logger:       cfg.Logger,
+			Generations:  gens,
+		}, append(s.Options(), cfg.RoomOptions...)...)
+	}
+	roomsProps := rooms.Props(rooms.Config{
+		Rooms: cfg.Rooms, MaxConcurrent: cfg.MaxConcurrent, RoomProps: roomProps,
+		MaxRestarts: cfg.RoomRestarts, RestartWindow: cfg.RoomRestartWindow,
+		RespawnBase: cfg.RespawnBase, RespawnMax: cfg.RespawnMax,
+		Clock: cfg.Clock, Logger: cfg.Logger,
+	}, s.Options()...)
+	return Props([]Child{{Name: "rooms", Props: roomsProps}}, 5, time.Minute, s.Options()...)
+}
+
+// RoomsPID returns the address of the rooms supervisor.
+func (s *System) RoomsPID() *actor.PID {
+	return actor.NewPID(s.Actors.Address(), "app/rooms")
+}
+
+// RoomPID returns the address of a room's actor.
+func (s *System) RoomPID(roomID string) *actor.PID {
+	return actor.NewPID(s.Actors.Address(), "app/rooms/"+roomID)
+}
