@@ -12,6 +12,7 @@ require (
 	github.com/microcosm-cc/bluemonday v1.0.27
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/yuin/goldmark v1.8.7
+	golang.org/x/text v0.44.0
 	google.golang.org/protobuf v1.36.12
 	maunium.net/go/mautrix v0.32.0
 )
@@ -66,7 +67,6 @@ require (
 	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
 )
 
 tool google.golang.org/protobuf/cmd/protoc-gen-go

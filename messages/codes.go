@@ -20,6 +20,7 @@ const (
 	CodeMatrixForbidden   Code = "matrix_forbidden"
 	CodeMatrixUnavailable Code = "matrix_unavailable"
 	CodeMatrixRejected    Code = "matrix_rejected"
+	CodeCursorRejected    Code = "matrix_cursor_rejected"
 	CodeStorage           Code = "storage"
 	CodeShutdown          Code = "shutdown"
 	CodeInternal          Code = "internal"

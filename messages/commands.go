@@ -1,5 +1,7 @@
 package messages
 
+import "github.com/lisabot/lisa/messages/roompb"
+
 // Commands exchanged between actors. They are plain Go values, never
 // persisted.
 
@@ -63,4 +65,28 @@ type RoomStatus struct {
 	// Digest is a deterministic rendering of the durable state, equal for
 	// equal states; tests compare live and replayed rooms with it.
 	Digest string
+}
+
+// SyncBatch is one /sync response after classification: the cursor to
+// commit and what it carried for Lisa.
+type SyncBatch struct {
+	// Cursor is committed together with Candidates.
+	Cursor *roompb.SyncCursor
+	// Candidates are the accepted invocations, in server order.
+	Candidates []*roompb.Candidate
+	// OwnEvents are Lisa's own messages seen in the timeline.
+	OwnEvents []OwnEvent
+	// Rejected counts rejected timeline events by reason.
+	Rejected map[string]int
+	// GapRooms lists rooms whose limited timeline could not be back-filled
+	// to the last seen event within gap_page_limit pages.
+	GapRooms []RoomID
+}
+
+// OwnEvent is one of Lisa's messages seen in a timeline.
+type OwnEvent struct {
+	Room          RoomID
+	EventID       EventID
+	InReplyTo     EventID
+	TransactionID TxnID
 }

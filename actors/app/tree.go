@@ -11,6 +11,7 @@ import (
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/rooms"
+	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -44,6 +45,8 @@ type TreeConfig struct {
 	RoomRestartWindow time.Duration
 	RespawnBase       time.Duration
 	RespawnMax        time.Duration
+	// Sync, when set, adds the sync actor (Matrix intake) after rooms.
+	Sync *SyncConfig
 	// RoomOptions are extra props options for room actors (tests inject
 	// faults here).
 	RoomOptions []actor.PropsOption
@@ -79,7 +82,30 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		RespawnBase: cfg.RespawnBase, RespawnMax: cfg.RespawnMax,
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}, s.Options()...)
-	return Props([]Child{{Name: "rooms", Props: roomsProps}}, 5, time.Minute, s.Options()...)
+	children := []Child{{Name: "rooms", Props: roomsProps}}
+	if cfg.Sync != nil {
+		children = append(children, Child{Name: "sync", Props: syncer.Props(syncer.Config{
+			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
+			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff, Jitter: cfg.Sync.Jitter,
+			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks,
+		}, s.Options()...)})
+	}
+	return Props(children, 5, time.Minute, s.Options()...)
+}
+
+// SyncConfig configures the sync actor.
+type SyncConfig struct {
+	Source   syncer.Source
+	Ledger   syncer.Ledger
+	Watchdog time.Duration
+	Backoff  syncer.Backoff
+	Jitter   func() float64
+	Hooks    *syncer.Hooks
+}
+
+// SyncPID returns the address of the sync actor.
+func (s *System) SyncPID() *actor.PID {
+	return actor.NewPID(s.Actors.Address(), "app/sync")
 }
 
 // RoomsPID returns the address of the rooms supervisor.

@@ -140,3 +140,12 @@ func Classify(err error) *messages.Error {
 	// Network failure: the request may or may not have reached the server.
 	return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "homeserver unreachable", Ambiguous: true}
 }
+
+// SetTyping turns Lisa's typing notification in room on (for timeout) or
+// off.
+func (c *Client) SetTyping(ctx context.Context, room string, on bool, timeout time.Duration) error {
+	if _, err := c.cli.UserTyping(ctx, id.RoomID(room), on, timeout); err != nil {
+		return Classify(err)
+	}
+	return nil
+}

@@ -44,6 +44,12 @@ func commands() []command {
 			run:     checkConfig,
 		},
 		{
+			name:    "run",
+			usage:   "--config FILE",
+			summary: "run Lisa until SIGTERM or SIGINT",
+			run:     runCmd,
+		},
+		{
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",

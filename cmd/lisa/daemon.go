@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/lisabot/lisa/actors/app"
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/adapters/llm"
+	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
@@ -28,11 +31,20 @@ type daemon struct {
 	store *persistence.Badger
 	sys   *app.System
 	log   *slog.Logger
+	grace time.Duration
 }
 
-// startDaemon opens the store and starts the actor tree for res. sender
-// delivers replies; invoker produces them.
-func startDaemon(res config.Resolved, log *slog.Logger, sender room.Sender, invoker invocation.Invoker) (*daemon, error) {
+// daemonDeps are the outside parts a daemon talks to.
+type daemonDeps struct {
+	session *matrix.Client
+	invoker invocation.Invoker
+	// sender overrides the session as reply sender (failpoints wrap it).
+	sender room.Sender
+	hooks  *syncer.Hooks
+}
+
+// startDaemon opens the store and starts the actor tree for res.
+func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemon, error) {
 	cfg := res.Config
 	store, err := persistence.OpenBadger(cfg.Runtime.DataDir, persistence.BadgerOptions{Logger: log})
 	if err != nil {
@@ -53,6 +65,20 @@ func startDaemon(res config.Resolved, log *slog.Logger, sender room.Sender, invo
 		}
 		return b
 	}
+	sender := deps.sender
+	if sender == nil {
+		sender = deps.session
+	}
+	invoker := invocation.WithTyping(deps.invoker, deps.session, invocation.TypingLease{
+		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: 5 * time.Second,
+	}, log)
+	source := matrix.NewSource(deps.session, matrix.SyncOptions{
+		Timeout:       cfg.Matrix.SyncTimeout(),
+		TimelineLimit: cfg.Matrix.SyncTimelineLimit,
+		GapPageLimit:  cfg.Matrix.GapPageLimit,
+		Aliases:       cfg.Matrix.MentionAliases,
+		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
+	}, store, log, time.Now)
 	tree := sys.Tree(app.TreeConfig{
 		Rooms: cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
 		Policy: room.Policy{
@@ -65,38 +91,47 @@ func startDaemon(res config.Resolved, log *slog.Logger, sender room.Sender, invo
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
+		Sync: &app.SyncConfig{
+			Source: source, Ledger: store,
+			Watchdog: cfg.Matrix.SyncTimeout() + 60*time.Second,
+			Backoff:  syncer.Backoff{Base: time.Second, Max: time.Minute, MaxRetryAfter: time.Minute},
+			Jitter:   rand.Float64,
+			Hooks:    deps.hooks,
+		},
 		Clock: app.RealClock{}, Logger: log,
 	})
 	if _, err := sys.Start(tree); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
-	return &daemon{store: store, sys: sys, log: log}, nil
+	return &daemon{store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace()}, nil
 }
 
-// route commits candidates to the inbox (as the sync actor does) and
-// nudges their rooms.
-func (d *daemon) route(cands ...*roompb.Candidate) error {
-	cur, err := d.store.Cursor()
-	if err != nil {
-		return err
-	}
-	accepted, err := d.store.CommitSync(cur, cands)
-	if err != nil {
-		return err
-	}
-	for _, c := range accepted {
-		d.sys.Root.Send(d.sys.RoomsPID(), &messages.Nudge{Room: messages.RoomID(c.GetRoomId())})
-	}
-	return nil
-}
-
-// stop stops the actors, then closes the store.
+// stop shuts down in order: no new intake, running invocations get the
+// grace period to finish, then everything stops (cancelling what is left;
+// typing is cleared by each invocation on its way out) and the store
+// closes. Replies already prepared are re-sent after the next start, after
+// a lookup on the homeserver.
 func (d *daemon) stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, d.grace+10*time.Second)
+	defer cancel()
+	_ = d.sys.Root.StopFuture(d.sys.SyncPID()).Wait()
+	deadline := time.Now().Add(d.grace)
+	for time.Now().Before(deadline) {
+		res, err := d.sys.Root.RequestFuture(d.sys.RoomsPID(), &messages.SlotStatusRequest{}, time.Second).Result()
+		if st, ok := res.(*messages.SlotStatus); err != nil || !ok || len(st.Holders) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	err := d.sys.Stop(ctx)
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}
+	d.log.Info("lisa stopped")
 	return err
 }
 

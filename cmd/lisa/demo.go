@@ -17,7 +17,6 @@ import (
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/config"
-	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -155,7 +154,10 @@ log_level = "warn"
 	if err != nil {
 		return err
 	}
-	d, err := startDaemon(res, log, session, singleTurn{llm: llmClient(res.Config, res.LLMAPIKey.Reveal()), render: render.New(), persona: res.Persona})
+	d, err := startDaemon(res, log, daemonDeps{
+		session: session,
+		invoker: singleTurn{llm: llmClient(res.Config, res.LLMAPIKey.Reveal()), render: render.New(), persona: res.Persona},
+	})
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,9 @@ log_level = "warn"
 	}()
 
 	fmt.Fprintf(out, "[demo] homeserver %s, room %s, Lisa is %s, LLM %s\n", hs.URL(), roomID, lisaAcc.UserID, llmURL)
-	fmt.Fprintln(out, "[demo] note: until the /sync intake lands, the demo hands the human's mentions to Lisa's inbox itself")
+	if err := awaitBaseline(ctx, d); err != nil {
+		return err
+	}
 	say := func(body string, extra func(*event.MessageEventContent)) (string, error) {
 		content := &event.MessageEventContent{MsgType: event.MsgText, Body: body}
 		if extra != nil {
@@ -181,9 +185,6 @@ log_level = "warn"
 	ask := func(body string, extra func(*event.MessageEventContent)) (string, error) {
 		ev, err := say(body, extra)
 		if err != nil {
-			return "", err
-		}
-		if err := d.route(&roompb.Candidate{RoomId: roomID, EventId: ev, Sender: humanAcc.UserID, Trigger: "mention", Body: body}); err != nil {
 			return "", err
 		}
 		return awaitReply(ctx, session, roomID, ev)
@@ -213,6 +214,29 @@ log_level = "warn"
 	<-ctx.Done()
 	fmt.Fprintln(out, "[demo] stopping")
 	return nil
+}
+
+// awaitBaseline waits (bounded) until Lisa's first sync recorded its
+// baseline: messages before it are history and are never answered.
+func awaitBaseline(ctx context.Context, d *daemon) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cur, err := d.store.Cursor()
+		if err != nil {
+			return err
+		}
+		if cur.GetBaselineDone() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Lisa's first sync did not complete within a minute")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // awaitReply waits (bounded) until Lisa's reply to event is on the

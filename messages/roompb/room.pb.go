@@ -140,10 +140,13 @@ func (x *Candidate) GetInboxSeq() uint64 {
 
 // SyncCursor is the sync ledger's single record.
 type SyncCursor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NextBatch     string                 `protobuf:"bytes,1,opt,name=next_batch,json=nextBatch,proto3" json:"next_batch,omitempty"`
-	BaselineDone  bool                   `protobuf:"varint,2,opt,name=baseline_done,json=baselineDone,proto3" json:"baseline_done,omitempty"`
-	UpdatedAtMs   int64                  `protobuf:"varint,3,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	NextBatch    string                 `protobuf:"bytes,1,opt,name=next_batch,json=nextBatch,proto3" json:"next_batch,omitempty"`
+	BaselineDone bool                   `protobuf:"varint,2,opt,name=baseline_done,json=baselineDone,proto3" json:"baseline_done,omitempty"`
+	UpdatedAtMs  int64                  `protobuf:"varint,3,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	// Newest timeline event seen per allowed room: the anchor that ends the
+	// back-fill of a limited timeline.
+	LastEventIds  map[string]string `protobuf:"bytes,4,rep,name=last_event_ids,json=lastEventIds,proto3" json:"last_event_ids,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +200,13 @@ func (x *SyncCursor) GetUpdatedAtMs() int64 {
 		return x.UpdatedAtMs
 	}
 	return 0
+}
+
+func (x *SyncCursor) GetLastEventIds() map[string]string {
+	if x != nil {
+		return x.LastEventIds
+	}
+	return nil
 }
 
 // InvocationQueued: an inbox candidate became a queued invocation.
@@ -858,13 +868,17 @@ const file_room_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\tR\x04body\x12%\n" +
 	"\x0eformatted_body\x18\a \x01(\tR\rformattedBody\x12)\n" +
 	"\x11reply_to_event_id\x18\b \x01(\tR\x0ereplyToEventId\x12\x1b\n" +
-	"\tinbox_seq\x18\t \x01(\x04R\binboxSeq\"t\n" +
+	"\tinbox_seq\x18\t \x01(\x04R\binboxSeq\"\x87\x02\n" +
 	"\n" +
 	"SyncCursor\x12\x1d\n" +
 	"\n" +
 	"next_batch\x18\x01 \x01(\tR\tnextBatch\x12#\n" +
 	"\rbaseline_done\x18\x02 \x01(\bR\fbaselineDone\x12\"\n" +
-	"\rupdated_at_ms\x18\x03 \x01(\x03R\vupdatedAtMs\"k\n" +
+	"\rupdated_at_ms\x18\x03 \x01(\x03R\vupdatedAtMs\x12P\n" +
+	"\x0elast_event_ids\x18\x04 \x03(\v2*.lisa.room.v1.SyncCursor.LastEventIdsEntryR\flastEventIds\x1a?\n" +
+	"\x11LastEventIdsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"k\n" +
 	"\x10InvocationQueued\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
 	"\fqueued_at_ms\x18\x02 \x01(\x03R\n" +
@@ -935,7 +949,7 @@ func file_room_proto_rawDescGZIP() []byte {
 	return file_room_proto_rawDescData
 }
 
-var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_room_proto_goTypes = []any{
 	(*Candidate)(nil),           // 0: lisa.room.v1.Candidate
 	(*SyncCursor)(nil),          // 1: lisa.room.v1.SyncCursor
@@ -948,16 +962,18 @@ var file_room_proto_goTypes = []any{
 	(*ReplyAbandoned)(nil),      // 8: lisa.room.v1.ReplyAbandoned
 	(*Invocation)(nil),          // 9: lisa.room.v1.Invocation
 	(*RoomSnapshot)(nil),        // 10: lisa.room.v1.RoomSnapshot
+	nil,                         // 11: lisa.room.v1.SyncCursor.LastEventIdsEntry
 }
 var file_room_proto_depIdxs = []int32{
-	0, // 0: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
-	0, // 1: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
-	9, // 2: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	11, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
+	0,  // 1: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
+	0,  // 2: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
+	9,  // 3: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
+	4,  // [4:4] is the sub-list for method output_type
+	4,  // [4:4] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_room_proto_init() }
@@ -971,7 +987,7 @@ func file_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_room_proto_rawDesc), len(file_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,209 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// Source performs one classified /sync after prev.
+type Source interface {
+	Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.SyncBatch, error)
+}
+
+// Ledger is the durable intake.
+type Ledger interface {
+	Cursor() (*roompb.SyncCursor, error)
+	CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) ([]*roompb.Candidate, error)
+	RecordBotEvent(room, eventID, inReplyTo string) error
+}
+
+// Clock supplies timers.
+type Clock interface {
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// Config wires the sync actor.
+type Config struct {
+	Source Source
+	Ledger Ledger
+	// Rooms is the rooms supervisor, which forwards nudges.
+	Rooms *actor.PID
+	// Watchdog is how long one request may take before it is abandoned
+	// (the long-poll timeout plus a margin).
+	Watchdog time.Duration
+	Backoff  Backoff
+	// Jitter returns a random number in [0, 1).
+	Jitter func() float64
+	Clock  Clock
+	Logger *slog.Logger
+	// Hooks are test-only failpoints; nil in production.
+	Hooks *Hooks
+}
+
+// Hooks lets tests stop the process at exact points of the protocol.
+type Hooks struct {
+	// AfterCommit runs after candidates and cursor are committed and
+	// before any room is nudged.
+	AfterCommit func(accepted []*roompb.Candidate)
+}
+
+// Props returns the sync actor's props.
+func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &syncActor{cfg: cfg} }, opts...)
+}
+
+type syncActor struct {
+	cfg      Config
+	cursor   *roompb.SyncCursor
+	ctx      context.Context
+	cancel   context.CancelFunc
+	fetchSeq uint64 // identifies the request in flight
+	reqStop  context.CancelFunc
+	failures int
+	// watchdogStop and retryStop cancel the pending timers.
+	watchdogStop, retryStop func() bool
+	stopping                bool
+}
+
+type (
+	fetched struct {
+		seq   uint64
+		batch *messages.SyncBatch
+		err   error
+	}
+	watchdog struct{ seq uint64 }
+	retry    struct{}
+)
+
+func (s *syncActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		cur, err := s.cfg.Ledger.Cursor()
+		if err != nil {
+			panic(fmt.Errorf("syncer: read cursor: %w", err))
+		}
+		s.cursor = cur
+		if !cur.GetBaselineDone() {
+			s.cfg.Logger.Info("no sync cursor yet: the first sync only records a baseline")
+		}
+		s.fetch(ctx)
+	case *fetched:
+		if m.seq != s.fetchSeq || s.stopping {
+			return // abandoned by the watchdog, or stopping
+		}
+		s.reqStop()
+		s.watchdogStop()
+		if m.err != nil {
+			s.failed(ctx, m.err)
+			return
+		}
+		s.commit(ctx, m.batch)
+		s.failures = 0
+		s.fetch(ctx)
+	case *watchdog:
+		if m.seq == s.fetchSeq && !s.stopping {
+			s.cfg.Logger.Warn("sync request made no progress; replacing it", "after_ms", s.cfg.Watchdog.Milliseconds())
+			s.reqStop()
+			s.failures++
+			s.fetch(ctx)
+		}
+	case *retry:
+		if !s.stopping {
+			s.fetch(ctx)
+		}
+	case *actor.Stopping, *actor.Restarting:
+		s.stopping = true
+		if s.cancel != nil {
+			s.cancel()
+		}
+		for _, stop := range []func() bool{s.watchdogStop, s.retryStop} {
+			if stop != nil {
+				stop()
+			}
+		}
+	}
+}
+
+// fetch starts one request in a goroutine; the result comes back as a
+// message.
+func (s *syncActor) fetch(ctx actor.Context) {
+	s.fetchSeq++
+	seq := s.fetchSeq
+	reqCtx, stop := context.WithCancel(s.ctx)
+	s.reqStop = stop
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	prev := s.cursor
+	go func() {
+		batch, err := s.cfg.Source.Next(reqCtx, prev)
+		sys.Root.Send(self, &fetched{seq: seq, batch: batch, err: err})
+	}()
+	s.watchdogStop = s.cfg.Clock.AfterFunc(s.cfg.Watchdog, func() {
+		sys.Root.Send(self, &watchdog{seq: seq})
+	})
+}
+
+func (s *syncActor) commit(ctx actor.Context, b *messages.SyncBatch) {
+	for _, own := range b.OwnEvents {
+		if err := s.cfg.Ledger.RecordBotEvent(string(own.Room), string(own.EventID), string(own.InReplyTo)); err != nil {
+			panic(fmt.Errorf("syncer: record own event: %w", err))
+		}
+	}
+	baseline := !s.cursor.GetBaselineDone()
+	cands := b.Candidates
+	if baseline {
+		cands = nil // history is never answered
+	}
+	accepted, err := s.cfg.Ledger.CommitSync(b.Cursor, cands)
+	if err != nil {
+		// Nothing was committed; the restarted actor repeats the request
+		// from the old cursor.
+		panic(fmt.Errorf("syncer: commit: %w", err))
+	}
+	s.cursor = b.Cursor
+	if baseline {
+		s.cfg.Logger.Info("sync baseline recorded; earlier messages will not be answered", "ignored_events", b.Rejected["baseline"])
+	}
+	for _, room := range b.GapRooms {
+		s.cfg.Logger.Warn("matrix_timeline_gap: some events of a busy room were not recovered", "room", room)
+	}
+	if s.cfg.Hooks != nil && s.cfg.Hooks.AfterCommit != nil {
+		s.cfg.Hooks.AfterCommit(accepted)
+	}
+	nudged := map[string]bool{}
+	for _, c := range accepted {
+		s.cfg.Logger.Info("invocation accepted", "room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()), "trigger", c.GetTrigger())
+		if !nudged[c.GetRoomId()] {
+			nudged[c.GetRoomId()] = true
+			ctx.Send(s.cfg.Rooms, &messages.Nudge{Room: messages.RoomID(c.GetRoomId())})
+		}
+	}
+}
+
+func (s *syncActor) failed(ctx actor.Context, err error) {
+	var le *messages.Error
+	if !errors.As(err, &le) {
+		le = &messages.Error{Code: messages.CodeInternal, Message: "sync failed"}
+	}
+	if le.Code == messages.CodeCursorRejected {
+		// Do not guess across an uncertain gap: start over with a
+		// baseline, which answers nothing from before it.
+		s.cfg.Logger.Error("homeserver rejected the sync cursor; taking a new baseline (messages in the gap will not be answered)", "code", le.Code)
+		s.cursor = &roompb.SyncCursor{}
+		s.fetch(ctx)
+		return
+	}
+	s.failures++
+	d := s.cfg.Backoff.Delay(s.failures, le, s.cfg.Jitter())
+	s.cfg.Logger.Warn("sync failed; backing off", "code", le.Code, "failures", s.failures, "delay_ms", d.Milliseconds())
+	self, sys := ctx.Self(), ctx.ActorSystem()
+	s.retryStop = s.cfg.Clock.AfterFunc(d, func() { sys.Root.Send(self, &retry{}) })
+}

@@ -1,0 +1,245 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// BotLedger is the part of the bot-event ledger reply detection reads.
+type BotLedger interface {
+	IsBotEvent(room, eventID string) (bool, error)
+}
+
+// SyncOptions are the [matrix] sync settings.
+type SyncOptions struct {
+	// Timeout is the long-poll timeout (sync_timeout_ms).
+	Timeout time.Duration
+	// TimelineLimit is sync_timeline_limit.
+	TimelineLimit int
+	// GapPageLimit bounds back-fill pages per limited timeline.
+	GapPageLimit int
+	// Aliases are matrix.mention_aliases.
+	Aliases []string
+	// AllowedRooms are matrix.allowed_room_ids.
+	AllowedRooms []string
+}
+
+// Source performs Lisa's controlled /sync: one request at a time with an
+// explicit since token, classification of the timelines, and back-fill of
+// limited timelines.
+type Source struct {
+	c          *Client
+	opts       SyncOptions
+	classifier *Classifier
+	ledger     BotLedger
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// NewSource returns a sync source for c.
+func NewSource(c *Client, opts SyncOptions, ledger BotLedger, log *slog.Logger, now func() time.Time) *Source {
+	return &Source{
+		c: c, opts: opts, ledger: ledger, log: log, now: now,
+		classifier: NewClassifier(c.UserID(), opts.AllowedRooms, opts.Aliases),
+	}
+}
+
+func (s *Source) filter() string {
+	none := map[string]any{"not_types": []string{"*"}}
+	f := map[string]any{
+		"presence":     none,
+		"account_data": none,
+		"room": map[string]any{
+			"timeline":     map[string]any{"limit": s.opts.TimelineLimit, "types": []string{"m.room.message"}},
+			"state":        none,
+			"ephemeral":    none,
+			"account_data": none,
+		},
+	}
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+// Next performs one /sync after prev and classifies it. Without a cursor
+// (or when prev has no completed baseline) the response is a baseline: its
+// timelines are recorded as anchors and never answered.
+func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.SyncBatch, error) {
+	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
+	req := mautrix.ReqSync{FilterID: s.filter()}
+	if !baseline {
+		req.Since = prev.GetNextBatch()
+		req.Timeout = int(s.opts.Timeout.Milliseconds())
+	}
+	resp, err := s.c.cli.FullSyncRequest(ctx, req)
+	if err != nil {
+		return nil, classifySync(err)
+	}
+	if resp.NextBatch == "" {
+		return nil, &messages.Error{Code: messages.CodeMatrixRejected, Message: "sync response without next_batch", Ambiguous: true}
+	}
+	cur := &roompb.SyncCursor{
+		NextBatch:    resp.NextBatch,
+		BaselineDone: true,
+		UpdatedAtMs:  s.now().UnixMilli(),
+		LastEventIds: map[string]string{},
+	}
+	for room, last := range prev.GetLastEventIds() {
+		cur.LastEventIds[room] = last
+	}
+	batch := &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
+	rooms := make([]id.RoomID, 0, len(resp.Rooms.Join))
+	for room := range resp.Rooms.Join {
+		rooms = append(rooms, room)
+	}
+	slices.Sort(rooms)
+	for _, room := range rooms {
+		jr := resp.Rooms.Join[room]
+		if jr == nil {
+			continue
+		}
+		if !s.classifier.allowed[room] {
+			// Dendrite ignores room filters: the allowlist is enforced here.
+			batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
+			continue
+		}
+		events := jr.Timeline.Events
+		if !baseline && jr.Timeline.Limited && jr.Timeline.PrevBatch != "" {
+			recovered, closed, err := s.backfill(ctx, room, jr.Timeline.PrevBatch, prev.GetLastEventIds()[string(room)])
+			if err != nil {
+				return nil, err
+			}
+			if !closed {
+				batch.GapRooms = append(batch.GapRooms, messages.RoomID(room))
+				// Unseen is not the same as old: keep only what arrived
+				// after the previous commit.
+				recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < prev.GetUpdatedAtMs() })
+			}
+			events = mergeByID(recovered, events)
+		}
+		if n := len(events); n > 0 {
+			cur.LastEventIds[string(room)] = string(events[n-1].ID)
+		}
+		if baseline {
+			batch.Rejected["baseline"] += len(events)
+			continue
+		}
+		for _, evt := range events {
+			if evt.Sender == s.c.cli.UserID {
+				batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
+			}
+			cand, verdict := s.classifier.Classify(ctx, room, evt, s.isLisa)
+			if cand == nil {
+				batch.Rejected[string(verdict)]++
+				continue
+			}
+			batch.Candidates = append(batch.Candidates, cand)
+		}
+	}
+	return batch, nil
+}
+
+// backfill pages backwards from prevBatch until it meets anchor or runs
+// out of pages. It returns the recovered events oldest first and whether
+// the gap was closed.
+func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor string) ([]*event.Event, bool, error) {
+	var out []*event.Event
+	from := prevBatch
+	for range s.opts.GapPageLimit {
+		resp, err := s.c.cli.Messages(ctx, room, from, "", mautrix.DirectionBackward,
+			&mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, s.opts.TimelineLimit)
+		if err != nil {
+			return nil, false, Classify(err)
+		}
+		for _, evt := range resp.Chunk {
+			if anchor != "" && string(evt.ID) == anchor {
+				slices.Reverse(out)
+				return out, true, nil
+			}
+			out = append(out, evt)
+		}
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			// The start of the room: nothing is missing.
+			slices.Reverse(out)
+			return out, true, nil
+		}
+		from = resp.End
+	}
+	s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
+	slices.Reverse(out)
+	return out, false, nil
+}
+
+// mergeByID joins recovered and timeline events in server order, dropping
+// repeats.
+func mergeByID(recovered, timeline []*event.Event) []*event.Event {
+	seen := map[id.EventID]bool{}
+	var out []*event.Event
+	for _, list := range [][]*event.Event{recovered, timeline} {
+		for _, e := range list {
+			if e == nil || seen[e.ID] {
+				continue
+			}
+			seen[e.ID] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// isLisa checks the bot-event ledger, then asks the homeserver.
+func (s *Source) isLisa(ctx context.Context, room, eventID string) (bool, error) {
+	if ok, err := s.ledger.IsBotEvent(room, eventID); err != nil {
+		return false, err
+	} else if ok {
+		return true, nil
+	}
+	evt, err := s.c.cli.GetEvent(ctx, id.RoomID(room), id.EventID(eventID))
+	if err != nil {
+		if errors.Is(err, mautrix.MNotFound) || errors.Is(err, mautrix.MForbidden) {
+			return false, nil
+		}
+		return false, Classify(err)
+	}
+	return evt.Sender == s.c.cli.UserID && (evt.RoomID == "" || evt.RoomID == id.RoomID(room)), nil
+}
+
+func ownEvent(room id.RoomID, evt *event.Event) messages.OwnEvent {
+	oe := messages.OwnEvent{Room: messages.RoomID(room), EventID: messages.EventID(evt.ID), TransactionID: messages.TxnID(evt.Unsigned.TransactionID)}
+	var c struct {
+		RelatesTo struct {
+			InReplyTo struct {
+				EventID string `json:"event_id"`
+			} `json:"m.in_reply_to"`
+		} `json:"m.relates_to"`
+	}
+	if json.Unmarshal(evt.Content.VeryRaw, &c) == nil {
+		oe.InReplyTo = messages.EventID(c.RelatesTo.InReplyTo.EventID)
+	}
+	return oe
+}
+
+// classifySync adds cursor rejection to Classify: a homeserver that no
+// longer accepts the since token needs a new baseline, not retries.
+func classifySync(err error) *messages.Error {
+	var herr mautrix.HTTPError
+	if errors.As(err, &herr) && herr.RespError != nil && herr.Response != nil && herr.Response.StatusCode == 400 {
+		code := herr.RespError.ErrCode
+		if code == "M_UNKNOWN_POS" || (code == "M_INVALID_PARAM" && strings.Contains(strings.ToLower(herr.RespError.Err), "token")) {
+			return &messages.Error{Code: messages.CodeCursorRejected, Message: fmt.Sprintf("homeserver rejected the sync cursor (%s)", code), Permanent: true}
+		}
+	}
+	return Classify(err)
+}
