@@ -1,0 +1,288 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/testkit/faultproxy"
+	"github.com/lisabot/lisa/testkit/llmfake"
+)
+
+// TestInvocationRules checks, against a real Dendrite and a real Lisa
+// process, what gets exactly one reply and what gets none.
+func TestInvocationRules(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	history := e.mention(room, "Lisa, this was asked before you ever started")
+
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	mention := e.mention(room, "what is two plus two?")
+	alias := e.say(room, plainText("hey LISA, alias question"))
+	ordinary := e.say(room, plainText("just chatting, nothing to see; Elisa agrees"))
+	e.awaitReply(room, mention)
+	e.awaitReply(room, alias)
+
+	// A reply to Lisa's answer, without any mention.
+	lisaAnswer := e.replyEventTo(room, mention)
+	reply := e.say(room, &event.MessageEventContent{MsgType: event.MsgText, Body: "and three plus three?",
+		RelatesTo: &event.RelatesTo{InReplyTo: &event.InReplyTo{EventID: lisaAnswer}}})
+	// An edit of an invocation is not a new invocation.
+	edit := &event.MessageEventContent{MsgType: event.MsgText, Body: "* Lisa, what is two plus five?"}
+	edit.SetEdit(mention)
+	edit.NewContent.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(e.bot.UserID)}}
+	editID := e.say(room, edit)
+	// Lisa is in this room, but it is not allowed.
+	elsewhere := e.mention(e.other, "Lisa, are you here?")
+
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{mention: 1, alias: 1, reply: 1, sentinel: 1})
+	for _, ev := range []id.EventID{history, ordinary, editID} {
+		if n := e.replies(room)[ev]; n != 0 {
+			t.Errorf("event %s got %d replies, want 0", ev, n)
+		}
+	}
+	if got := e.replies(e.other); len(got) != 0 || got[elsewhere] != 0 {
+		t.Errorf("Lisa answered in a room that is not allowed: %v", got)
+	}
+	if strings.Contains(p.text(), e.bot.AccessToken) {
+		t.Error("the access token appears in Lisa's logs")
+	}
+	for _, body := range []string{"two plus two", "alias question", "three plus three"} {
+		if strings.Contains(p.text(), body) {
+			t.Errorf("a message body (%q) appears in Lisa's logs", body)
+		}
+	}
+}
+
+// replyEventTo returns the ID of Lisa's reply to ev.
+func (e *e2e) replyEventTo(room id.RoomID, ev id.EventID) id.EventID {
+	e.t.Helper()
+	resp, err := e.human.Messages(e.ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, evt := range resp.Chunk {
+		if string(evt.Sender) == e.bot.UserID && strings.Contains(string(evt.Content.VeryRaw), string(ev)) {
+			return evt.ID
+		}
+	}
+	e.t.Fatalf("no reply event to %s", ev)
+	return ""
+}
+
+// TestKillAtEveryBoundary SIGKILLs Lisa at each step of the reply protocol
+// and checks that the restarted process still answers exactly once.
+func TestKillAtEveryBoundary(t *testing.T) {
+	cases := []struct {
+		name            string
+		failpoint       string
+		duringLLM       bool
+		restartDendrite bool
+	}{
+		{name: "after sync commit", failpoint: fpAfterSyncCommit},
+		{name: "during LLM call", duringLLM: true},
+		{name: "after ReplyReady before send", failpoint: fpBeforeSend},
+		{name: "after homeserver accepted send, Dendrite restarted", failpoint: fpAfterSend, restartDendrite: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newE2E(t, 1)
+			room := e.allowed[0]
+			var env []string
+			if c.failpoint != "" {
+				env = append(env, failpointEnv+"="+c.failpoint)
+			}
+			gate := llmfake.NewGate()
+			defer gate.Release()
+			if c.duringLLM {
+				e.llm.Enqueue(llmfake.Text("never delivered").Until(gate))
+			}
+			p := e.start(env...)
+			e.awaitLog(p, "sync baseline recorded")
+			ev := e.mention(room, "a question worth one answer")
+			if c.duringLLM {
+				if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+					t.Fatal(err)
+				}
+				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			}
+			ws := p.wait(t)
+			if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("lisa did not die by SIGKILL (%v); logs:\n%s", ws, p.text())
+			}
+			gate.Release()
+			if c.restartDendrite {
+				if n := e.replies(room)[ev]; n != 1 {
+					t.Fatalf("failpoint after send: homeserver has %d replies, want 1", n)
+				}
+				// Dendrite forgets transaction IDs on restart: only
+				// reconciliation can prevent a duplicate now.
+				if err := e.hs.Restart(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p2 := e.start()
+			e.awaitReply(room, ev)
+			sentinel := e.settle(room)
+			e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+			if strings.Contains(p2.text(), "sync baseline recorded") {
+				t.Fatal("restart took a new baseline; events after the cursor could be lost")
+			}
+		})
+	}
+}
+
+// TestSIGTERMRestart stops Lisa gracefully, posts while she is down, and
+// restarts: the message posted while down is answered (it is unseen, not
+// history) and nothing is answered twice.
+func TestSIGTERMRestart(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	first := e.mention(room, "first question")
+	e.awaitReply(room, first)
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ws := p.wait(t)
+	if ws.ExitStatus() != 0 {
+		t.Fatalf("SIGTERM exit status %d; logs:\n%s", ws.ExitStatus(), p.text())
+	}
+	t.Logf("graceful shutdown took %v", time.Since(start))
+	whileDown := e.mention(room, "asked while you were away")
+	e.start()
+	e.awaitReply(room, whileDown)
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{first: 1, whileDown: 1, sentinel: 1})
+}
+
+// TestSendSurvives429And500 puts a fault proxy between Lisa and Dendrite:
+// the first send is refused with 429 (retry_after_ms), the second reaches
+// the server but its response is replaced by a 500.
+func TestSendSurvives429And500(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	proxy := faultproxy.Start(t, e.hs.URL())
+	proxy.Add(faultproxy.Rule{Method: "PUT", PathContains: "/send/m.room.message/", Faults: []faultproxy.Fault{
+		{Status: 429, Body: `{"errcode":"M_LIMIT_EXCEEDED","error":"slow down","retry_after_ms":300}`},
+		{Status: 500, Body: `{"errcode":"M_UNKNOWN","error":"boom"}`, Forward: true},
+	}})
+	e.hsURL = proxy.URL()
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(room, "please survive the faults")
+	e.awaitReply(room, ev)
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+	if proxy.Applied() != 2 {
+		t.Fatalf("faults applied = %d, want 2", proxy.Applied())
+	}
+}
+
+// TestTypingSeenByOthers watches the human's /sync for Lisa's typing
+// notification while the LLM is held, then for it to clear.
+func TestTypingSeenByOthers(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	gate := llmfake.NewGate()
+	defer gate.Release()
+	e.llm.Enqueue(llmfake.Text("done typing").Until(gate))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	init, err := e.human.FullSyncRequest(e.ctx, mautrix.ReqSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := init.NextBatch
+	ev := e.mention(room, "take your time")
+	waitTyping := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			resp, err := e.human.FullSyncRequest(e.ctx, mautrix.ReqSync{Since: since, Timeout: 2000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			since = resp.NextBatch
+			if jr := resp.Rooms.Join[room]; jr != nil {
+				for _, evt := range jr.Ephemeral.Events {
+					if evt.Type != event.EphemeralEventTyping {
+						continue
+					}
+					_ = evt.Content.ParseRaw(evt.Type)
+					typing := false
+					for _, u := range evt.Content.AsTyping().UserIDs {
+						typing = typing || string(u) == e.bot.UserID
+					}
+					if typing == want {
+						return
+					}
+				}
+			}
+		}
+		t.Fatalf("never saw typing=%v; logs:\n%s", want, p.text())
+	}
+	waitTyping(true)
+	gate.Release()
+	waitTyping(false)
+	e.awaitReply(room, ev)
+}
+
+// TestConcurrencyAcrossAndWithinRooms: invocations in different rooms
+// overlap at the LLM, never more than max_concurrent_rooms at once, and two
+// invocations of one room never overlap.
+func TestConcurrencyAcrossAndWithinRooms(t *testing.T) {
+	e := newE2E(t, 3)
+	gate := llmfake.NewGate()
+	defer gate.Release()
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
+		return llmfake.Text("answer: " + r.LastUser()).Until(gate)
+	})))
+	e.maxConc = 2
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	a, b, c := e.allowed[0], e.allowed[1], e.allowed[2]
+	events := map[id.RoomID][]id.EventID{}
+	for i, r := range []id.RoomID{a, a, b, c} {
+		events[r] = append(events[r], e.mention(r, fmt.Sprintf("question %d in %s", i, r)))
+	}
+	for range 4 {
+		e.awaitLog(p, "invocation accepted")
+	}
+	if err := e.llm.WaitForInFlight(e.ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	held := e.llm.Requests()
+	rooms := map[string]bool{}
+	for _, r := range held {
+		for _, rm := range []id.RoomID{a, b, c} {
+			if strings.Contains(r.LastUser(), string(rm)) {
+				rooms[string(rm)] = true
+			}
+		}
+	}
+	if len(held) != 2 || len(rooms) != 2 {
+		t.Fatalf("held requests %d from rooms %v: want two different rooms", len(held), rooms)
+	}
+	gate.Release()
+	for r, evs := range events {
+		for _, ev := range evs {
+			e.awaitReply(r, ev)
+		}
+	}
+	if m := e.llm.MaxConcurrent(); m != 2 {
+		t.Fatalf("max concurrent LLM calls = %d, want 2 (max_concurrent_rooms)", m)
+	}
+}
