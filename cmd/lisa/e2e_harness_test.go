@@ -53,13 +53,17 @@ type e2e struct {
 	dir     string
 	proc    *lisaProc
 	maxConc int
+	// timelineLimit is matrix.sync_timeline_limit.
+	timelineLimit int
+	// device overrides the configured device ID (to test the whoami check).
+	device string
 }
 
 func newE2E(t *testing.T, allowedRooms int) *e2e {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	e := &e2e{t: t, ctx: ctx, dir: t.TempDir(), maxConc: 2}
+	e := &e2e{t: t, ctx: ctx, dir: t.TempDir(), maxConc: 2, timelineLimit: 50}
 	e.hs = dendrite.Start(t, dendrite.Options{})
 	e.hsURL = e.hs.URL()
 	bot, err := e.hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISATEST")
@@ -103,6 +107,10 @@ func (e *e2e) writeConfig() string {
 	if err := os.WriteFile(filepath.Join(e.dir, "persona.md"), []byte("You are Lisa, brief and kind.\n"), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
+	device := e.bot.DeviceID
+	if e.device != "" {
+		device = e.device
+	}
 	cfg := fmt.Sprintf(`[matrix]
 homeserver_url = %q
 user_id = %q
@@ -111,6 +119,8 @@ access_token = "env:LISA_MATRIX_ACCESS_TOKEN"
 allowed_room_ids = [%s]
 mention_aliases = ["Lisa", "@Lisa"]
 sync_timeout_ms = 2000
+sync_timeline_limit = %d
+gap_page_limit = 5
 
 [llm]
 base_url = %q
@@ -128,7 +138,7 @@ max_concurrent_rooms = %d
 shutdown_grace_seconds = 5
 invocation_timeout_seconds = 60
 log_level = "info"
-`, e.hsURL, e.bot.UserID, e.bot.DeviceID, strings.Join(rooms, ", "), e.llm.URL(), e.maxConc)
+`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), e.maxConc)
 	path := filepath.Join(e.dir, "lisa.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

@@ -286,3 +286,90 @@ func TestConcurrencyAcrossAndWithinRooms(t *testing.T) {
 		t.Fatalf("max concurrent LLM calls = %d, want 2 (max_concurrent_rooms)", m)
 	}
 }
+
+// TestLimitedTimelineIsBackfilled: with a timeline limit of 2, five
+// mentions posted while Lisa was down arrive as a limited timeline; the
+// gap is back-filled from prev_batch to the last seen event, so every one
+// is answered exactly once.
+func TestLimitedTimelineIsBackfilled(t *testing.T) {
+	e := newE2E(t, 1)
+	e.timelineLimit = 2
+	room := e.allowed[0]
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	first := e.mention(room, "before the outage")
+	e.awaitReply(room, first)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if ws := p.wait(t); ws.ExitStatus() != 0 {
+		t.Fatalf("exit %v", ws)
+	}
+	want := map[id.EventID]int{first: 1}
+	for i := range 5 {
+		want[e.mention(room, fmt.Sprintf("asked during the outage, number %d", i))] = 1
+		e.say(room, plainText(fmt.Sprintf("idle chatter %d", i)))
+	}
+	p2 := e.start()
+	for ev := range want {
+		e.awaitReply(room, ev)
+	}
+	want[e.settle(room)] = 1
+	e.expectReplies(room, want)
+	if strings.Contains(p2.text(), "matrix_timeline_gap") {
+		t.Fatalf("gap was not closed within gap_page_limit; logs:\n%s", p2.text())
+	}
+}
+
+// TestRunRefusesWrongDevice: the access token must belong to the
+// configured user and device.
+func TestRunRefusesWrongDevice(t *testing.T) {
+	e := newE2E(t, 1)
+	e.device = "NOTMYDEVICE"
+	p := e.start()
+	ws := p.wait(t)
+	if ws.ExitStatus() != exitFailure {
+		t.Fatalf("exit status %d, want %d; logs:\n%s", ws.ExitStatus(), exitFailure, p.text())
+	}
+	logs := p.text()
+	if !strings.Contains(logs, "NOTMYDEVICE") || !strings.Contains(logs, e.bot.DeviceID) {
+		t.Fatalf("error does not name both devices:\n%s", logs)
+	}
+	if strings.Contains(logs, e.bot.AccessToken) {
+		t.Fatal("access token in logs")
+	}
+}
+
+// TestFailingLLMGetsOneInCharacterError: a transient failure is retried;
+// when the LLM keeps failing, the persona's error is the one reply, and
+// nothing internal reaches the room.
+func TestFailingLLMGetsOneInCharacterError(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	e.llm.Enqueue(llmfake.Error(500, "internal: stack trace with secrets"), llmfake.Error(400, "model not found"))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(room, "this will not go well")
+	e.awaitReply(room, ev)
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+	resp, err := e.human.Messages(e.ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, evt := range resp.Chunk {
+		body, _ := evt.Content.Raw["body"].(string)
+		if string(evt.Sender) != e.bot.UserID {
+			continue
+		}
+		if strings.Contains(body, "stack trace") || strings.Contains(body, "model not found") {
+			t.Fatalf("internal error reached the room: %q", body)
+		}
+		if strings.Contains(string(evt.Content.VeryRaw), string(ev)) && body != "Sorry, I got tangled." {
+			t.Fatalf("reply to the failed invocation = %q, want the persona's error", body)
+		}
+	}
+	if n := len(e.llm.Requests()); n != 3 { // 500 retried, 400 permanent, then the sentinel
+		t.Fatalf("LLM requests = %d, want 3", n)
+	}
+}
