@@ -90,3 +90,12 @@ type OwnEvent struct {
 	InReplyTo     EventID
 	TransactionID TxnID
 }
+
+// ResetSlots tells the rooms supervisor that the sending room (a new
+// incarnation) holds no slot and waits for none: anything granted to or
+// queued for its predecessor is released.
+type ResetSlots struct{}
+
+// Drain tells the rooms supervisor that Lisa is shutting down: no new
+// slots are granted, so no new invocation starts; running ones finish.
+type Drain struct{}

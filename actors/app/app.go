@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,18 +20,36 @@ type Child struct {
 
 // Props returns the app supervisor's props. It spawns children in order on
 // start; a failing child is restarted up to maxRestarts times per window,
-// then stopped.
-func Props(children []Child, maxRestarts int, window time.Duration, opts ...actor.PropsOption) *actor.Props {
+// then stopped. A child that stops while app is not stopping is reported
+// to onLost: Lisa without intake or rooms must not pretend to run.
+func Props(children []Child, maxRestarts int, window time.Duration, onLost func(child string), opts ...actor.PropsOption) *actor.Props {
 	strategy := actor.NewOneForOneStrategy(maxRestarts, window, actor.DefaultDecider)
-	return actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*actor.Started); ok {
-			for _, c := range children {
-				if _, err := ctx.SpawnNamed(c.Props, c.Name); err != nil {
-					panic(fmt.Errorf("app: spawn %s: %w", c.Name, err))
-				}
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &appActor{children: children, onLost: onLost}
+	}, append([]actor.PropsOption{actor.WithSupervisor(strategy)}, opts...)...)
+}
+
+type appActor struct {
+	children []Child
+	onLost   func(string)
+	stopping bool
+}
+
+func (a *appActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		for _, c := range a.children {
+			if _, err := ctx.SpawnNamed(c.Props, c.Name); err != nil {
+				panic(fmt.Errorf("app: spawn %s: %w", c.Name, err))
 			}
 		}
-	}, append([]actor.PropsOption{actor.WithSupervisor(strategy)}, opts...)...)
+	case *actor.Stopping:
+		a.stopping = true
+	case *actor.Terminated:
+		if !a.stopping && a.onLost != nil {
+			a.onLost(strings.TrimPrefix(m.Who.Id, ctx.Self().Id+"/"))
+		}
+	}
 }
 
 // System is a running actor system with observation attached.

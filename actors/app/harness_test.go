@@ -155,7 +155,7 @@ func (h *harness) start() {
 			ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: h.sender,
-		Invoker: h.invoker, InvocationTimeout: 10 * time.Second,
+		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
 		RoomOptions: []actor.PropsOption{actor.WithReceiverMiddleware(crashOn)},

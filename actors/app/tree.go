@@ -2,6 +2,7 @@ package app
 
 import (
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,13 @@ type TreeConfig struct {
 	Invoker   invocation.Invoker
 	// InvocationTimeout bounds one attempt.
 	InvocationTimeout time.Duration
+	// OnLost is called when a top-level actor stops for good (it kept
+	// failing, or was stopped individually).
+	OnLost func(child string)
+	// Invocations, when set, counts attempts in flight.
+	Invocations *sync.WaitGroup
+	// SendTimeout bounds one send of a reply.
+	SendTimeout time.Duration
 	// RoomRestarts within RoomRestartWindow are allowed before a room is
 	// stopped and respawned after RespawnBase (doubling up to RespawnMax).
 	RoomRestarts      int
@@ -57,7 +65,8 @@ type TreeConfig struct {
 // Tree returns the props of the app actor with the whole tree below it.
 func (s *System) Tree(cfg TreeConfig) *actor.Props {
 	gens := &atomic.Uint64{}
-	invCfg := invocation.Config{Invoker: cfg.Invoker, Timeout: cfg.InvocationTimeout, Logger: cfg.Logger}
+	flights := room.NewFlights()
+	invCfg := invocation.Config{Invoker: cfg.Invoker, Timeout: cfg.InvocationTimeout, Logger: cfg.Logger, Running: cfg.Invocations}
 	roomProps := func(id string) *actor.Props {
 		policy := cfg.Policy
 		policy.RoomID = id
@@ -74,6 +83,8 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 			Clock:        cfg.Clock,
 			Logger:       cfg.Logger,
 			Generations:  gens,
+			Flights:      flights,
+			SendTimeout:  cfg.SendTimeout,
 		}, append(s.Options(), cfg.RoomOptions...)...)
 	}
 	roomsProps := rooms.Props(rooms.Config{
@@ -90,7 +101,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks,
 		}, s.Options()...)})
 	}
-	return Props(children, 5, time.Minute, s.Options()...)
+	return Props(children, 5, time.Minute, cfg.OnLost, s.Options()...)
 }
 
 // SyncConfig configures the sync actor.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,6 +36,9 @@ type Config struct {
 	// Timeout bounds one attempt (runtime.invocation_timeout_seconds).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Running counts attempts in flight (including their typing clean-up),
+	// so shutdown can wait for them. Optional.
+	Running *sync.WaitGroup
 }
 
 // Props returns the props of a child running attempt for c. The child
@@ -64,7 +68,13 @@ func (a *child) Receive(ctx actor.Context) {
 		runCtx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeout)
 		a.cancel = cancel
 		self, sys := ctx.Self(), ctx.ActorSystem()
+		if a.cfg.Running != nil {
+			a.cfg.Running.Add(1)
+		}
 		go func() {
+			if a.cfg.Running != nil {
+				defer a.cfg.Running.Done()
+			}
 			res := a.run(runCtx)
 			sys.Root.Send(self, &done{res: res})
 		}()

@@ -62,6 +62,11 @@ type Config struct {
 	ChildOptions []actor.PropsOption
 	Clock        Clock
 	Logger       *slog.Logger
+	// Flights is shared by all rooms and outlives incarnations.
+	Flights *Flights
+	// SendTimeout bounds one send. Sends are not cancelled when the room
+	// restarts: the next incarnation waits for them (see Flights).
+	SendTimeout time.Duration
 	// Generations hands out instance numbers so that results addressed to
 	// a previous incarnation of the actor are recognised and dropped.
 	Generations *atomic.Uint64
@@ -123,6 +128,9 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		r.PersistSnapshot(r.m.Snapshot())
 	case *actorpersist.ReplayComplete:
 		r.live = true
+		// Sent before any AcquireSlot of this incarnation, after any of
+		// its predecessor's: rooms drops what the predecessor held.
+		ctx.Request(ctx.Parent(), &messages.ResetSlots{})
 		r.cfg.Logger.Debug("room recovered", "room", messages.RoomID(r.cfg.Policy.RoomID), "queue", len(r.m.Queue), "next_index", r.m.NextIndex)
 		r.step(ctx, Recovered{})
 	case *messages.Nudge:
@@ -241,8 +249,12 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		}
 		r.child = child
 	case SendReply:
+		done := r.cfg.Flights.begin(room)
 		go func() {
-			id, err := r.cfg.Sender.SendReply(r.ctx, room, e.TxnID, e.Content)
+			defer done()
+			sendCtx, cancel := context.WithTimeout(context.Background(), r.cfg.SendTimeout)
+			defer cancel()
+			id, err := r.cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
 			done := SendDone{EventID: e.EventID, ReplyEventID: id}
 			if err != nil {
 				le := asError(err)
@@ -252,6 +264,9 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		}()
 	case Reconcile:
 		go func() {
+			if err := r.cfg.Flights.wait(r.ctx, room); err != nil {
+				return // this incarnation is gone
+			}
 			id, found, err := r.cfg.Sender.FindReply(r.ctx, room, e.EventID, e.TxnID)
 			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id}
 			if err != nil {

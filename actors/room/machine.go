@@ -168,6 +168,11 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 			m.sendFailures = 0
 			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms})
 			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
+		case in.Err.Permanent && !head.IsError:
+			// The homeserver refused this reply for good (too large,
+			// malformed): the persona's error still gives exactly one
+			// reply.
+			out.event(m.errorReply(head, ms))
 		case in.Err.Permanent:
 			out.event(&roompb.ReplyAbandoned{EventId: in.EventID, Code: string(in.Err.Code), AbandonedAtMs: ms})
 		default:
@@ -248,10 +253,12 @@ func (m *Machine) Pump(now time.Time) Output {
 	return out
 }
 
+// errorReply prepares the persona's error as the reply. Its transaction ID
+// differs from the answer's, so a refused answer cannot shadow it.
 func (m *Machine) errorReply(head *Invocation, ms int64) *roompb.ReplyReady {
 	return &roompb.ReplyReady{
 		EventId:   head.EventID(),
-		TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID()))),
+		TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID()+"#error"))),
 		Content:   m.policy.ErrorReply(m.policy.RoomID, head.EventID()),
 		IsError:   true,
 		ReadyAtMs: ms,

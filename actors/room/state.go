@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -70,7 +71,7 @@ func (s *State) find(eventID string) (*Invocation, error) {
 			return inv, nil
 		}
 	}
-	return nil, fmt.Errorf("room: journal names unknown invocation %s", eventID)
+	return nil, fmt.Errorf("room: journal names unknown invocation %s", messages.Hash(eventID))
 }
 
 func (s *State) finish(eventID string) error {
@@ -84,7 +85,7 @@ func (s *State) finish(eventID string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("room: journal finishes unknown invocation %s", eventID)
+	return fmt.Errorf("room: journal finishes unknown invocation %s", messages.Hash(eventID))
 }
 
 // Apply folds one journal event into the state. It is deterministic and

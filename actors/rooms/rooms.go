@@ -43,6 +43,7 @@ type supervisor struct {
 	respawns map[string]int        // consecutive respawns per room
 	timers   map[string]func() bool
 	stopping bool
+	draining bool
 
 	holders map[string]uint64 // actor ID -> token
 	waiting []waiter
@@ -81,6 +82,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *messages.ReleaseSlot:
 		if sender := ctx.Sender(); sender != nil && s.holders[sender.Id] == m.Token {
 			s.release(ctx.Send, sender.Id)
+		}
+	case *messages.Drain:
+		s.draining = true
+	case *messages.ResetSlots:
+		if sender := ctx.Sender(); sender != nil {
+			s.forget(ctx.Send, sender.Id)
 		}
 	case *messages.SlotStatusRequest:
 		st := &messages.SlotStatus{Limit: s.cfg.MaxConcurrent, MaxHeld: s.maxHeld}
@@ -148,7 +155,7 @@ func (s *supervisor) acquire(send sendFunc, pid *actor.PID, token uint64) {
 		return
 	}
 	s.forget(send, pid.Id)
-	if len(s.holders) < s.cfg.MaxConcurrent {
+	if len(s.holders) < s.cfg.MaxConcurrent && !s.draining {
 		s.grant(send, pid, token)
 		return
 	}
@@ -163,7 +170,7 @@ func (s *supervisor) grant(send sendFunc, pid *actor.PID, token uint64) {
 
 func (s *supervisor) release(send sendFunc, id string) {
 	delete(s.holders, id)
-	for len(s.waiting) > 0 && len(s.holders) < s.cfg.MaxConcurrent {
+	for len(s.waiting) > 0 && len(s.holders) < s.cfg.MaxConcurrent && !s.draining {
 		w := s.waiting[0]
 		s.waiting = s.waiting[1:]
 		s.grant(send, w.pid, w.token)

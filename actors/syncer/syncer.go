@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -57,7 +58,10 @@ type Hooks struct {
 
 // Props returns the sync actor's props.
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &syncActor{cfg: cfg} }, opts...)
+	// Request numbers are shared by all incarnations, so a late result of
+	// a previous incarnation's request never matches the current one.
+	seq := &atomic.Uint64{}
+	return actor.PropsFromProducer(func() actor.Actor { return &syncActor{cfg: cfg, seq: seq} }, opts...)
 }
 
 type syncActor struct {
@@ -65,6 +69,7 @@ type syncActor struct {
 	cursor   *roompb.SyncCursor
 	ctx      context.Context
 	cancel   context.CancelFunc
+	seq      *atomic.Uint64
 	fetchSeq uint64 // identifies the request in flight
 	reqStop  context.CancelFunc
 	failures int
@@ -136,8 +141,8 @@ func (s *syncActor) Receive(ctx actor.Context) {
 // fetch starts one request in a goroutine; the result comes back as a
 // message.
 func (s *syncActor) fetch(ctx actor.Context) {
-	s.fetchSeq++
-	seq := s.fetchSeq
+	seq := s.seq.Add(1)
+	s.fetchSeq = seq
 	reqCtx, stop := context.WithCancel(s.ctx)
 	s.reqStop = stop
 	self, sys := ctx.Self(), ctx.ActorSystem()

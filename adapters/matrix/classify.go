@@ -18,16 +18,18 @@ type Verdict string
 // Verdicts. Accepted events carry a trigger; every other verdict is a
 // rejection reason, counted in logs, never shown with the event's body.
 const (
-	TriggerMention    Verdict = "mention" // structured m.mentions
-	TriggerAlias      Verdict = "alias"   // an alias as a whole word in the body
-	TriggerReply      Verdict = "reply"   // a reply to one of Lisa's events
-	RejectMalformed   Verdict = "malformed"
-	RejectRoom        Verdict = "room_not_allowed"
-	RejectType        Verdict = "not_text_message"
-	RejectOwn         Verdict = "own_event"
-	RejectRedacted    Verdict = "redacted"
-	RejectEdit        Verdict = "edit"
-	RejectNotAddress  Verdict = "not_addressed"
+	TriggerMention   Verdict = "mention" // structured m.mentions
+	TriggerAlias     Verdict = "alias"   // an alias as a whole word in the body
+	TriggerReply     Verdict = "reply"   // a reply to one of Lisa's events
+	RejectMalformed  Verdict = "malformed"
+	RejectRoom       Verdict = "room_not_allowed"
+	RejectType       Verdict = "not_text_message"
+	RejectOwn        Verdict = "own_event"
+	RejectRedacted   Verdict = "redacted"
+	RejectEdit       Verdict = "edit"
+	RejectNotAddress Verdict = "not_addressed"
+	// RejectReplyLookup means the reply target could not be checked; the
+	// sync source retries the whole response rather than drop the event.
 	RejectReplyLookup Verdict = "reply_lookup_failed"
 )
 

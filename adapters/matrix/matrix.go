@@ -59,8 +59,9 @@ func (c *Client) SendReply(ctx context.Context, room, txnID string, content []by
 	return string(resp.EventID), nil
 }
 
-// findPages bounds how far back FindReply looks.
-const findPages = 10
+// findPages bounds how far back FindReply looks: pages of 100 of Lisa's own
+// messages (the filter names her as sender).
+const findPages = 50
 
 // FindReply looks backwards through the room for Lisa's reply to
 // invokingEventID: an event from Lisa whose transaction ID is txnID, or
@@ -79,9 +80,6 @@ func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID str
 			}
 			if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
 				return string(evt.ID), true, nil
-			}
-			if evt.ID == id.EventID(invokingEventID) {
-				return "", false, nil // reached the invocation itself
 			}
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
@@ -128,7 +126,12 @@ func Classify(err error) *messages.Error {
 			return &messages.Error{Code: messages.CodeMatrixRateLimit, Message: "rate limited by homeserver", RetryAfter: retry}
 		case status >= 500:
 			return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: fmt.Sprintf("homeserver error %d", status), Ambiguous: true}
-		case status == http.StatusForbidden || status == http.StatusUnauthorized:
+		case status == http.StatusUnauthorized:
+			// A revoked or expired token: nothing Lisa sends will work
+			// until the operator fixes it, but the replies must not be
+			// thrown away. Retry with backoff.
+			return &messages.Error{Code: messages.CodeMatrixForbidden, Message: fmt.Sprintf("homeserver does not accept the access token (%s)", code)}
+		case status == http.StatusForbidden:
 			return &messages.Error{Code: messages.CodeMatrixForbidden, Message: fmt.Sprintf("homeserver refused (%d %s)", status, code), Permanent: true}
 		default:
 			return &messages.Error{Code: messages.CodeMatrixRejected, Message: fmt.Sprintf("homeserver rejected the request (%d %s)", status, code), Permanent: true}

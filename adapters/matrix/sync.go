@@ -141,6 +141,11 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 				batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
 			}
 			cand, verdict := s.classifier.Classify(ctx, room, evt, s.isLisa)
+			if verdict == RejectReplyLookup {
+				// Unknown is not "no": fail the whole response so the
+				// cursor stays put and the event is classified again.
+				return nil, &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "could not check the target of a reply", Ambiguous: true}
+			}
 			if cand == nil {
 				batch.Rejected[string(verdict)]++
 				continue

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lisabot/lisa/actors/app"
@@ -28,11 +30,17 @@ const snapshotInterval = 50
 
 // daemon is Lisa's running core: the store and the actor tree.
 type daemon struct {
-	store *persistence.Badger
-	sys   *app.System
-	log   *slog.Logger
-	grace time.Duration
+	store       *persistence.Badger
+	sys         *app.System
+	log         *slog.Logger
+	grace       time.Duration
+	rooms       []string
+	invocations *sync.WaitGroup
+	stopping    *atomic.Bool
 }
+
+// typingClearTimeout bounds the final "typing off" request.
+const typingClearTimeout = 5 * time.Second
 
 // daemonDeps are the outside parts a daemon talks to.
 type daemonDeps struct {
@@ -41,6 +49,9 @@ type daemonDeps struct {
 	// sender overrides the session as reply sender (failpoints wrap it).
 	sender room.Sender
 	hooks  *syncer.Hooks
+	// fatal is called when part of the actor tree is gone for good; the
+	// process should then exit non-zero so its supervisor restarts it.
+	fatal func()
 }
 
 // startDaemon opens the store and starts the actor tree for res.
@@ -70,7 +81,7 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		sender = deps.session
 	}
 	invoker := invocation.WithTyping(deps.invoker, deps.session, invocation.TypingLease{
-		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: 5 * time.Second,
+		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
 	}, log)
 	source := matrix.NewSource(deps.session, matrix.SyncOptions{
 		Timeout:       cfg.Matrix.SyncTimeout(),
@@ -79,8 +90,20 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		Aliases:       cfg.Matrix.MentionAliases,
 		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
 	}, store, log, time.Now)
+	invocations := &sync.WaitGroup{}
+	stopping := &atomic.Bool{}
 	tree := sys.Tree(app.TreeConfig{
-		Rooms: cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
+		OnLost: func(child string) {
+			if stopping.Load() {
+				return
+			}
+			log.Error("an essential actor stopped for good; exiting so Lisa can be restarted", "actor", child)
+			if deps.fatal != nil {
+				deps.fatal()
+			}
+		},
+		Invocations: invocations,
+		Rooms:       cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
 		Policy: room.Policy{
 			MaxAttempts: 3,
 			RetryBase:   2 * time.Second, RetryMax: 30 * time.Second,
@@ -89,6 +112,7 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
+		SendTimeout:  time.Minute,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
 		Sync: &app.SyncConfig{
@@ -104,35 +128,67 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		_ = store.Close()
 		return nil, err
 	}
-	return &daemon{store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace()}, nil
+	return &daemon{store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
+		rooms: cfg.Matrix.AllowedRoomIDs, invocations: invocations, stopping: stopping}, nil
 }
 
-// stop shuts down in order: no new intake, running invocations get the
-// grace period to finish, then everything stops (cancelling what is left;
-// typing is cleared by each invocation on its way out) and the store
-// closes. Replies already prepared are re-sent after the next start, after
-// a lookup on the homeserver.
+// stop shuts down in order within the grace period: no new intake, no new
+// invocations; running invocations and sends get the rest of the grace
+// period to finish; then everything left is stopped (cancelled attempts
+// clear their typing on the way out) and the store closes. An attempt cut
+// short is retried after the next start; a prepared reply is looked up on
+// the homeserver and sent only if it is not there.
 func (d *daemon) stop(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, d.grace+10*time.Second)
+	// Keep part of the grace period for stopping the actors and closing
+	// the store, so the whole shutdown fits in it.
+	reserve := min(2*time.Second, d.grace/2)
+	deadline := time.Now().Add(d.grace - reserve)
+	d.stopping.Store(true)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	_ = d.sys.Root.StopFuture(d.sys.SyncPID()).Wait()
-	deadline := time.Now().Add(d.grace)
-	for time.Now().Before(deadline) {
-		res, err := d.sys.Root.RequestFuture(d.sys.RoomsPID(), &messages.SlotStatusRequest{}, time.Second).Result()
-		if st, ok := res.(*messages.SlotStatus); err != nil || !ok || len(st.Holders) == 0 {
-			break
-		}
+	stopSync := d.sys.Root.StopFuture(d.sys.SyncPID())
+	d.sys.Root.Send(d.sys.RoomsPID(), &messages.Drain{})
+	_ = stopSync.Wait()
+	for !d.idle() {
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+			d.log.Warn("shutdown grace period over; cancelling remaining work")
+		case <-time.After(50 * time.Millisecond):
+			continue
 		}
+		break
 	}
-	err := d.sys.Stop(ctx)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelStop()
+	err := d.sys.Stop(stopCtx)
+	// Let cancelled attempts run their clean-up (typing off), briefly.
+	waited := make(chan struct{})
+	go func() { d.invocations.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(typingClearTimeout + time.Second):
+	}
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}
 	d.log.Info("lisa stopped")
 	return err
+}
+
+// idle reports whether no room runs an invocation or delivers a reply.
+func (d *daemon) idle() bool {
+	res, err := d.sys.Root.RequestFuture(d.sys.RoomsPID(), &messages.SlotStatusRequest{}, time.Second).Result()
+	if st, ok := res.(*messages.SlotStatus); err != nil || !ok || len(st.Holders) > 0 {
+		return err != nil // rooms gone: nothing left to wait for
+	}
+	for _, room := range d.rooms {
+		res, err := d.sys.Root.RequestFuture(d.sys.RoomPID(room), &messages.RoomStatusRequest{}, time.Second).Result()
+		st, ok := res.(*messages.RoomStatus)
+		if err == nil && ok && (st.Phase == "running" || st.Phase == "sending" || st.Phase == "reconciling") {
+			return false
+		}
+	}
+	return true
 }
 
 // singleTurn answers with one LLM call: host policy and persona as the

@@ -89,7 +89,8 @@ func runDemo(ctx context.Context, c *cli, exitAfter bool) error {
 	// The LLM: a real endpoint if the operator named one, else the
 	// scripted fake speaking the same wire format.
 	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": lisaAcc.AccessToken}
-	llmURL, model := os.Getenv("LISA_DEMO_LLM_URL"), os.Getenv("LISA_DEMO_LLM_MODEL")
+	getenv := func(k string) string { v, _ := c.getenv(k); return v }
+	llmURL, model := getenv("LISA_DEMO_LLM_URL"), getenv("LISA_DEMO_LLM_MODEL")
 	keyLine := `api_key = ""`
 	if llmURL == "" {
 		fake := llmfake.New(llmfake.WithModels("lisa-demo-model"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
@@ -100,7 +101,7 @@ func runDemo(ctx context.Context, c *cli, exitAfter bool) error {
 		}
 		defer fake.Close()
 		llmURL, model = fake.URL(), "lisa-demo-model"
-	} else if key := os.Getenv("LISA_DEMO_LLM_KEY"); key != "" {
+	} else if key := getenv("LISA_DEMO_LLM_KEY"); key != "" {
 		env["LISA_DEMO_LLM_KEY"] = key
 		keyLine = `api_key = "env:LISA_DEMO_LLM_KEY"`
 	}

@@ -22,7 +22,6 @@ func TestDemoEndToEnd(t *testing.T) {
 		}
 		return os.LookupEnv(k)
 	}
-	t.Setenv("LISA_DEMO_LLM_URL", "")
 	code := run(ctx, []string{"demo", "--exit-after-transcript"}, strings.NewReader(""), &stdout, &stderr, env)
 	if code != exitOK {
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())

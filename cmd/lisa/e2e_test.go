@@ -185,8 +185,12 @@ func TestSendSurvives429And500(t *testing.T) {
 	e.awaitReply(room, ev)
 	sentinel := e.settle(room)
 	e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
-	if proxy.Applied() != 2 {
-		t.Fatalf("faults applied = %d, want 2", proxy.Applied())
+	log := proxy.Log()
+	if len(log) != 2 {
+		t.Fatalf("faults applied = %d, want 2", len(log))
+	}
+	if gap := log[1].Time.Sub(log[0].Time); gap < 300*time.Millisecond {
+		t.Fatalf("second send %v after the 429; retry_after_ms=300 was not honoured", gap)
 	}
 }
 
@@ -207,11 +211,13 @@ func TestTypingSeenByOthers(t *testing.T) {
 	}
 	since := init.NextBatch
 	ev := e.mention(room, "take your time")
-	waitTyping := func(want bool) {
+	// Dendrite would expire the 30 s typing lease by itself; "off" must
+	// come from Lisa clearing it, so it has to arrive well before that.
+	waitTyping := func(want bool, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(within)
 		for time.Now().Before(deadline) {
-			resp, err := e.human.FullSyncRequest(e.ctx, mautrix.ReqSync{Since: since, Timeout: 2000})
+			resp, err := e.human.FullSyncRequest(e.ctx, mautrix.ReqSync{Since: since, Timeout: 500})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,9 +240,9 @@ func TestTypingSeenByOthers(t *testing.T) {
 		}
 		t.Fatalf("never saw typing=%v; logs:\n%s", want, p.text())
 	}
-	waitTyping(true)
+	waitTyping(true, 30*time.Second)
 	gate.Release()
-	waitTyping(false)
+	waitTyping(false, 5*time.Second)
 	e.awaitReply(room, ev)
 }
 
@@ -371,5 +377,55 @@ func TestFailingLLMGetsOneInCharacterError(t *testing.T) {
 	}
 	if n := len(e.llm.Requests()); n != 3 { // 500 retried, 400 permanent, then the sentinel
 		t.Fatalf("LLM requests = %d, want 3", n)
+	}
+}
+
+// TestSIGTERMDuringInvocation: a running invocation that finishes within
+// shutdown_grace_seconds is answered before Lisa exits; one that does not
+// is cancelled, Lisa still exits within the grace period, and the next
+// start answers it exactly once.
+func TestSIGTERMDuringInvocation(t *testing.T) {
+	for _, finishes := range []bool{true, false} {
+		t.Run(fmt.Sprintf("finishes_in_grace=%v", finishes), func(t *testing.T) {
+			e := newE2E(t, 1)
+			room := e.allowed[0]
+			gate := llmfake.NewGate()
+			defer gate.Release()
+			e.llm.Enqueue(llmfake.Text("answered during shutdown").Until(gate))
+			p := e.start()
+			e.awaitLog(p, "sync baseline recorded")
+			ev := e.mention(room, "a slow question")
+			if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if finishes {
+				e.awaitLog(p, "shutting down")
+				gate.Release()
+			}
+			ws := p.wait(t)
+			took := time.Since(start)
+			if ws.ExitStatus() != 0 {
+				t.Fatalf("exit %v; logs:\n%s", ws, p.text())
+			}
+			const grace = 5 * time.Second // shutdown_grace_seconds in the test config
+			if took > grace+time.Second { // a second for process exit and test overhead
+				t.Fatalf("shutdown took %v, grace is %v", took, grace)
+			}
+			t.Logf("shutdown took %v", took)
+			if got := e.replies(room)[ev]; finishes && got != 1 {
+				t.Fatalf("reply finished within grace was not sent before exit (%d)", got)
+			} else if !finishes && got != 0 {
+				t.Fatalf("a cancelled invocation was answered (%d)", got)
+			}
+			gate.Release()
+			e.start()
+			e.awaitReply(room, ev)
+			sentinel := e.settle(room)
+			e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/lisabot/lisa/actors/room"
@@ -51,7 +52,11 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		log.Error("cannot start: Matrix session check failed", "err", err.Error())
 		return exitFailure
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var lost atomic.Bool
 	deps := daemonDeps{
+		fatal:   func() { lost.Store(true); cancel() },
 		session: session,
 		invoker: singleTurn{llm: llmClient(res.Config, res.LLMAPIKey.Reveal()), render: render.New(), persona: res.Persona},
 	}
@@ -66,6 +71,9 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	log.Info("shutting down", "grace_seconds", res.Config.Runtime.ShutdownGraceSeconds)
 	if err := d.stop(context.Background()); err != nil {
 		log.Error("shutdown incomplete", "err", err.Error())
+		return exitFailure
+	}
+	if lost.Load() {
 		return exitFailure
 	}
 	return exitOK

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Fault is one scripted answer.
@@ -30,12 +31,21 @@ type Rule struct {
 	Faults       []Fault
 }
 
+// Record is one request that matched a rule.
+type Record struct {
+	Time   time.Time
+	Method string
+	Path   string
+	Fault  Fault
+}
+
 // Proxy is a running fault proxy.
 type Proxy struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	rules   []*Rule
 	applied int
+	log     []Record
 }
 
 // Start runs a proxy to target on a loopback port and stops it when the
@@ -82,6 +92,13 @@ func (p *Proxy) Add(r Rule) {
 	p.rules = append(p.rules, &r)
 }
 
+// Log returns the requests that received a fault, in order.
+func (p *Proxy) Log() []Record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Record(nil), p.log...)
+}
+
 // Applied returns how many faults were injected.
 func (p *Proxy) Applied() int {
 	p.mu.Lock()
@@ -99,6 +116,7 @@ func (p *Proxy) take(r *http.Request) (Fault, bool) {
 		f := rule.Faults[0]
 		rule.Faults = rule.Faults[1:]
 		p.applied++
+		p.log = append(p.log, Record{Time: time.Now(), Method: r.Method, Path: r.URL.Path, Fault: f})
 		return f, true
 	}
 	return Fault{}, false

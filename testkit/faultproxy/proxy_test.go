@@ -46,6 +46,9 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("case %d: status %d hits %d, want %d %d", i, st, hits.Load(), c.status, c.hits)
 		}
 	}
+	if l := p.Log(); len(l) != 2 || l[0].Fault.Status != 429 || l[1].Fault.Status != 500 || !l[1].Time.After(l[0].Time) {
+		t.Fatalf("log = %+v", l)
+	}
 	if p.Applied() != 2 {
 		t.Fatalf("applied = %d", p.Applied())
 	}
