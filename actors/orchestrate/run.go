@@ -1,0 +1,141 @@
+package orchestrate
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/lisabot/lisa/messages"
+)
+
+// run is the state of one invocation; nothing in it is shared between
+// runs.
+type run struct {
+	llm       LLM
+	reg       *registry
+	lim       Limits
+	sources   *sourceSet
+	msgs      []Message
+	specChars int
+	calls     int // tool calls counted so far
+	iters     int // LLM requests sent so far
+	callIDs   map[string]bool
+}
+
+// Run answers one invocation. It sends the system prompt and the labelled
+// room context to llm, executes requested tools sequentially in the
+// model's order, and validates the final JSON answer, asking for one
+// repair if it is unusable.
+//
+// Exhausting MaxIterations or MaxToolCalls, or a conversation that no
+// longer fits MaxRequestCharacters, ends the run with FallbackOverload; an
+// answer still unusable after the repair (or with no iteration left for
+// one) ends it with FallbackGeneric. Neither is an error. Errors are LLM
+// failures, returned unchanged for the caller to classify, and the
+// context's error when ctx ends between steps.
+func Run(ctx context.Context, llm LLM, tools []Tool, p Prompt, lim Limits) (Answer, error) {
+	if llm == nil {
+		return Answer{}, &messages.Error{Code: messages.CodeInternal, Message: "no LLM configured", Permanent: true}
+	}
+	reg, err := newRegistry(tools)
+	if err != nil {
+		return Answer{}, err
+	}
+	r := &run{
+		llm:     llm,
+		reg:     reg,
+		lim:     lim.withDefaults(),
+		sources: newSourceSet(),
+		callIDs: map[string]bool{},
+		msgs: []Message{
+			{Role: RoleSystem, Content: SystemPrompt(p.Persona, reg.specs)},
+			{Role: RoleUser, Content: contextMessage(p.ContextBlock)},
+		},
+	}
+	for _, s := range reg.specs {
+		r.specChars += utf8.RuneCountInString(s.Name) + utf8.RuneCountInString(s.Description) + utf8.RuneCount(s.Parameters)
+	}
+	return r.loop(ctx)
+}
+
+func (r *run) loop(ctx context.Context) (Answer, error) {
+	repaired := false
+	for {
+		if r.iters >= r.lim.MaxIterations || r.requestChars() > r.lim.MaxRequestCharacters {
+			return Answer{Fallback: FallbackOverload}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return Answer{}, err
+		}
+		r.iters++
+		resp, err := r.llm.Chat(ctx, ChatRequest{Messages: slices.Clone(r.msgs), Tools: slices.Clone(r.reg.specs)})
+		if err != nil {
+			return Answer{}, err
+		}
+
+		if len(resp.ToolCalls) > 0 {
+			if r.calls+len(resp.ToolCalls) > r.lim.MaxToolCalls {
+				return Answer{Fallback: FallbackOverload}, nil
+			}
+			if err := r.runTools(ctx, resp); err != nil {
+				return Answer{}, err
+			}
+			continue
+		}
+
+		md, proposed, problem := parseFinal(resp.Content, r.lim.MaxResponseCharacters)
+		if problem == "" {
+			return Answer{Markdown: md, SourceURLs: r.sources.filter(proposed)}, nil
+		}
+		if repaired || r.iters >= r.lim.MaxIterations {
+			return Answer{Fallback: FallbackGeneric}, nil
+		}
+		repaired = true
+		r.msgs = append(r.msgs,
+			Message{Role: RoleAssistant, Content: resp.Content},
+			Message{Role: RoleUser, Content: repairMessage(problem, r.lim.MaxResponseCharacters)})
+	}
+}
+
+// runTools records the assistant's calls and appends one bounded tool
+// message per call, executing the calls one after another.
+func (r *run) runTools(ctx context.Context, resp ChatResponse) error {
+	calls := slices.Clone(resp.ToolCalls)
+	for i := range calls {
+		for n := r.calls + i; calls[i].ID == "" || r.callIDs[calls[i].ID]; n++ {
+			calls[i].ID = "call_lisa_" + strconv.Itoa(n)
+		}
+		r.callIDs[calls[i].ID] = true
+	}
+	r.msgs = append(r.msgs, Message{Role: RoleAssistant, Content: resp.Content, ToolCalls: calls})
+	for _, c := range calls {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.calls++
+		res := r.reg.call(ctx, c)
+		var sources []string
+		if res.OK {
+			sources = r.sources.add(res.SourceURLs)
+		}
+		r.msgs = append(r.msgs, Message{
+			Role:       RoleTool,
+			ToolCallID: c.ID,
+			Content:    encodeResult(res, sources, r.lim.MaxToolOutputCharacters),
+		})
+	}
+	return nil
+}
+
+// requestChars counts the characters the next request would carry.
+func (r *run) requestChars() int {
+	n := r.specChars
+	for _, m := range r.msgs {
+		n += utf8.RuneCountInString(m.Content) + utf8.RuneCountInString(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			n += utf8.RuneCountInString(c.ID) + utf8.RuneCountInString(c.Name) + utf8.RuneCountInString(c.Arguments)
+		}
+	}
+	return n
+}
