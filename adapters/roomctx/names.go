@@ -1,0 +1,85 @@
+package roomctx
+
+import (
+	"context"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/messages"
+)
+
+// maxNameChars bounds a display name in the block.
+const maxNameChars = 64
+
+// nameBook maps users to display names: joined members first, then the
+// member state returned by GET /context.
+type nameBook struct {
+	joined map[id.UserID]string
+	state  map[id.UserID]string
+}
+
+// names collects display names for room. Failures only cost names: the
+// user ID stands in.
+func (b *Builder) names(ctx context.Context, room id.RoomID, state []*event.Event) nameBook {
+	nb := nameBook{joined: map[id.UserID]string{}, state: map[id.UserID]string{}}
+	if resp, err := b.fetch.JoinedMembers(ctx, room); err != nil {
+		b.log.DebugContext(ctx, "joined members unavailable", "room", messages.RoomID(room), "status", errorStatus(err))
+	} else if resp != nil {
+		for u, m := range resp.Joined {
+			if n := cleanName(m.DisplayName); n != "" {
+				nb.joined[u] = n
+			}
+		}
+	}
+	for _, evt := range state {
+		if evt == nil || evt.Type.Type != event.StateMember.Type || evt.StateKey == nil ||
+			(evt.RoomID != "" && evt.RoomID != room) {
+			continue
+		}
+		if n := cleanName(memberName(evt)); n != "" {
+			nb.state[id.UserID(*evt.StateKey)] = n
+		}
+	}
+	return nb
+}
+
+// lookup returns the display name of u, or u itself if it has none.
+func (nb nameBook) lookup(u id.UserID) string {
+	if n, ok := nb.joined[u]; ok {
+		return n
+	}
+	if n, ok := nb.state[u]; ok {
+		return n
+	}
+	return string(u)
+}
+
+// memberName reads the displayname of a member event without touching
+// the event.
+func memberName(evt *event.Event) string {
+	if m, ok := evt.Content.Parsed.(*event.MemberEventContent); ok && m != nil {
+		return m.Displayname
+	}
+	n, _ := evt.Content.Raw["displayname"].(string)
+	return n
+}
+
+// cleanName makes a display name a single line of at most maxNameChars
+// characters.
+func cleanName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.IsSpace(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) > maxNameChars {
+		s = string([]rune(s)[:maxNameChars-1]) + "…"
+	}
+	return s
+}
