@@ -1,6 +1,16 @@
-// Package render turns the model's Markdown into the exact content of a
-// Matrix reply: goldmark with raw HTML disabled, then bluemonday with an
-// allowlist of the HTML Matrix clients render (links only to http, https
-// and matrix URLs), a plain-text body, and the reply relation to the
-// invoking event.
+// Package render turns Lisa's answers into the exact JSON content of a
+// Matrix reply.
+//
+// The model's Markdown is untrusted. It is parsed once with goldmark, raw
+// HTML disabled (raw HTML is shown as escaped text, never interpreted),
+// and rendered twice from the same tree: to HTML, filtered by a bluemonday
+// allowlist of Matrix's HTML subset in which links may only point to
+// http, https and matrix URLs (an unsafe link keeps its label as text and
+// images become their alt text), and to the plain-text body by walking the
+// AST. The renderer itself, never the model, appends the Sources section
+// (validated http(s) URLs, de-duplicated, bounded, titles escaped), and
+// the reply carries the m.in_reply_to relation, an escaped and bounded
+// fallback quote of the invoking message, an empty m.mentions and the
+// org.lisabot.invocation field. The whole content stays within
+// MaxContentBytes, cutting the answer with a visible marker if need be.
 package render

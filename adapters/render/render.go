@@ -3,83 +3,269 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"html"
 	"regexp"
 	"strings"
 
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/renderer"
+	gmhtml "github.com/yuin/goldmark/renderer/html"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 // InvocationKey is the namespaced content field carrying the invoking
 // event's ID, so a reply can be found again on the homeserver.
 const InvocationKey = "org.lisabot.invocation"
 
+// MaxContentBytes is the budget for a reply's whole JSON content, well
+// below Matrix's 64 KiB event limit so the envelope the homeserver adds
+// (IDs, signatures, unsigned data) still fits. Longer answers are cut.
+const MaxContentBytes = 48 << 10
+
+// TruncatedMarker ends an answer that had to be cut to fit the budget.
+const TruncatedMarker = "…(truncated)"
+
+// ErrEmpty reports an answer with nothing to show.
+var ErrEmpty = errors.New("render: empty reply")
+
+// Answer is what Lisa says in reply to one invocation.
+type Answer struct {
+	// Markdown is the model's answer. It is untrusted: raw HTML in it is
+	// shown as text, never interpreted.
+	Markdown string
+	// Sources are listed after the answer by the renderer itself; the
+	// model never writes that section.
+	Sources []Source
+	// InReplyTo is the message being answered.
+	InReplyTo Invoking
+}
+
 // Renderer renders replies. It is safe for concurrent use.
 type Renderer struct {
 	md     goldmark.Markdown
 	policy *bluemonday.Policy
+	text   gmhtml.Writer
+	budget int // bytes of JSON content
 }
 
 // New returns a Renderer.
 func New() *Renderer {
-	md := goldmark.New(goldmark.WithExtensions(extension.Strikethrough, extension.Table, extension.Linkify))
+	text := gmhtml.NewWriter()
+	md := goldmark.New(
+		goldmark.WithExtensions(extension.Strikethrough, extension.Table, extension.Linkify),
+		// No html.WithUnsafe: raw HTML is never passed through. The
+		// overrides below show it as escaped text and apply Lisa's link
+		// and image rules.
+		goldmark.WithRendererOptions(renderer.WithNodeRenderers(
+			util.Prioritized(nodeRenderer{text: text}, 100),
+		)),
+	)
+	return &Renderer{md: md, policy: newPolicy(), text: text, budget: MaxContentBytes}
+}
+
+// newPolicy allows the part of Matrix's HTML subset that Lisa produces:
+// links only to http, https and matrix URLs, ordered-list start numbers
+// and language classes on code.
+func newPolicy() *bluemonday.Policy {
 	p := bluemonday.NewPolicy()
 	p.AllowElements("p", "br", "hr", "strong", "b", "em", "i", "del", "s", "u", "code", "pre", "blockquote",
 		"ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub")
+	// "a" is not in the list above: an <a> whose href is removed is
+	// dropped with its label kept as text.
 	p.AllowAttrs("href").OnElements("a")
 	p.AllowURLSchemes("http", "https", "matrix")
 	p.RequireParseableURLs(true)
+	p.AllowRelativeURLs(false)
 	p.AllowAttrs("start").Matching(regexp.MustCompile(`^[0-9]{1,6}$`)).OnElements("ol")
 	p.AllowAttrs("class").Matching(regexp.MustCompile(`^language-[A-Za-z0-9_+-]{1,32}$`)).OnElements("code")
-	return &Renderer{md: md, policy: p}
+	return p
 }
 
-// HTML renders markdown to sanitized HTML.
-func (r *Renderer) HTML(markdown string) (string, error) {
+// rendered is one Markdown document in both formats.
+type rendered struct {
+	html, plain string
+}
+
+// answer parses markdown once and renders the sanitised HTML and the
+// plain text from the same tree.
+func (r *Renderer) answer(markdown string) (rendered, error) {
+	src := []byte(markdown)
+	doc := r.md.Parser().Parse(text.NewReader(src))
+	limitNesting(doc, 0)
 	var buf bytes.Buffer
-	// goldmark escapes raw HTML unless WithUnsafe is set; it is not.
-	if err := r.md.Convert([]byte(markdown), &buf); err != nil {
-		return "", fmt.Errorf("render: %w", err)
+	if err := r.md.Renderer().Render(&buf, src, doc); err != nil {
+		return rendered{}, fmt.Errorf("render: %w", err)
 	}
-	return strings.TrimSpace(r.policy.Sanitize(buf.String())), nil
+	return rendered{
+		html:  strings.TrimSpace(r.policy.Sanitize(buf.String())),
+		plain: plainText(doc, src, r.text),
+	}, nil
 }
 
-// Reply returns the JSON content of an m.text reply to inReplyTo.
+// HTML renders markdown to sanitized HTML, without sources or limits.
+func (r *Renderer) HTML(markdown string) (string, error) {
+	a, err := r.answer(cleanText(markdown))
+	return a.html, err
+}
+
+// Reply returns the JSON content of an m.text reply to the event
+// inReplyTo, with no sources and no fallback quote.
 func (r *Renderer) Reply(markdown, inReplyTo string) ([]byte, error) {
-	markdown = strings.TrimSpace(markdown)
-	if markdown == "" {
-		return nil, fmt.Errorf("render: empty reply")
-	}
-	formatted, err := r.HTML(markdown)
-	if err != nil {
-		return nil, err
-	}
-	content := map[string]any{
-		"msgtype":        "m.text",
-		"body":           plain(formatted, markdown),
-		"format":         "org.matrix.custom.html",
-		"formatted_body": formatted,
-		"m.relates_to":   map[string]any{"m.in_reply_to": map[string]string{"event_id": inReplyTo}},
-		"m.mentions":     map[string]any{},
-		InvocationKey:    inReplyTo,
-	}
-	return json.Marshal(content)
+	return r.Render(Answer{Markdown: markdown, InReplyTo: Invoking{EventID: inReplyTo}})
 }
 
-var tags = regexp.MustCompile(`<[^>]*>`)
-
-// plain derives the text body from the sanitized HTML, keeping line
-// structure; it falls back to the Markdown source if nothing is left.
-func plain(formatted, markdown string) string {
-	s := strings.ReplaceAll(formatted, ">\n<", "><")
-	s = strings.NewReplacer("<br>", "\n", "</p>", "\n\n", "</li>", "\n", "<li>", "- ", "</h1>", "\n\n", "</h2>", "\n\n", "</h3>", "\n\n", "</pre>", "\n\n", "</blockquote>", "\n\n", "</tr>", "\n").Replace(s)
-	s = html.UnescapeString(tags.ReplaceAllString(s, ""))
-	s = strings.TrimSpace(regexp.MustCompile(`\n{3,}`).ReplaceAllString(s, "\n\n"))
-	if s == "" {
-		return markdown
+// Render returns the exact JSON content of the m.room.message answering
+// a.InReplyTo: the answer in HTML and plain text, the Sources section, an
+// escaped and bounded fallback quote of the invoking message (when its
+// sender is known), the reply relation, an empty m.mentions and
+// InvocationKey. The content never exceeds MaxContentBytes: sources are
+// dropped from the end until they and the fallback take at most half of
+// it, and an answer that still does not fit is cut at a block or rune
+// boundary and ends with TruncatedMarker. The output is deterministic.
+func (r *Renderer) Render(a Answer) ([]byte, error) {
+	if a.InReplyTo.EventID == "" {
+		return nil, errors.New("render: no event to reply to")
 	}
-	return s
+	md := strings.TrimSpace(cleanText(a.Markdown))
+	if md == "" {
+		return nil, ErrEmpty
+	}
+	m := message{eventID: a.InReplyTo.EventID, fallback: replyFallback(a.InReplyTo)}
+
+	// The parts that do not depend on the answer, with the truncation
+	// marker counted, may take half the budget.
+	srcs := acceptSources(a.Sources)
+	var fixed int
+	for {
+		// The section is escaped by construction; sanitising it too
+		// keeps every HTML byte Lisa sends under the same policy.
+		m.sources = rendered{html: r.policy.Sanitize(sourcesHTML(srcs)), plain: sourcesPlain(srcs)}
+		b, err := m.encode(rendered{}, true)
+		if err != nil {
+			return nil, err
+		}
+		fixed = len(b)
+		if fixed <= r.budget/2 || len(srcs) == 0 {
+			break
+		}
+		srcs = srcs[:len(srcs)-1]
+	}
+	if fixed > r.budget {
+		return nil, fmt.Errorf("render: reply envelope of %d bytes exceeds the %d-byte budget", fixed, r.budget)
+	}
+
+	truncated := false
+	if len(md) > r.budget {
+		md, truncated = cutMarkdown(md, r.budget), true
+	}
+	for {
+		ans, err := r.answer(md)
+		if err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(ans.plain) == "" && !truncated {
+			// Nothing visible, e.g. "[]()" or "![](x)": an empty
+			// paragraph is not an answer.
+			return nil, ErrEmpty
+		}
+		b, err := m.encode(ans, truncated)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) <= r.budget {
+			return b, nil
+		}
+		if md == "" {
+			return nil, fmt.Errorf("render: reply of %d bytes exceeds the %d-byte budget", len(b), r.budget)
+		}
+		// Shrink the Markdown in proportion to the overshoot, with a
+		// margin, and always by at least a tenth.
+		n := int(int64(len(md)) * int64(r.budget-fixed) / int64(max(1, len(b)-fixed)))
+		md, truncated = cutMarkdown(md, min(n*9/10, len(md)*9/10)), true
+	}
 }
+
+// cutMarkdown shortens md to at most n bytes, preferring to cut between
+// blocks (at a blank line), then at a line end, and otherwise at a rune
+// boundary, as long as that keeps at least half of the allowance.
+func cutMarkdown(md string, n int) string {
+	if n >= len(md) {
+		return md
+	}
+	s := truncateBytes(md, n)
+	if i := strings.LastIndex(s, "\n\n"); i >= len(s)/2 {
+		s = s[:i]
+	} else if i := strings.LastIndexByte(s, '\n'); i >= len(s)/2 {
+		s = s[:i]
+	}
+	return strings.TrimRight(s, " \t\n")
+}
+
+// message holds the parts of a reply other than the answer itself.
+type message struct {
+	eventID  string
+	fallback fallback
+	sources  rendered
+}
+
+// content is the JSON shape of the reply, in a fixed field order.
+type content struct {
+	MsgType       string    `json:"msgtype"`
+	Body          string    `json:"body"`
+	Format        string    `json:"format"`
+	FormattedBody string    `json:"formatted_body"`
+	RelatesTo     relatesTo `json:"m.relates_to"`
+	Mentions      struct{}  `json:"m.mentions"` // empty: Lisa pings nobody
+	Invocation    string    `json:"org.lisabot.invocation"`
+}
+
+type relatesTo struct {
+	InReplyTo struct {
+		EventID string `json:"event_id"`
+	} `json:"m.in_reply_to"`
+}
+
+// encode assembles both bodies (fallback, answer, truncation marker,
+// sources) and marshals the content.
+func (m message) encode(ans rendered, truncated bool) ([]byte, error) {
+	var h, t []string
+	add := func(hs, ts string) {
+		if hs != "" {
+			h = append(h, hs)
+		}
+		if ts != "" {
+			t = append(t, ts)
+		}
+	}
+	add(ans.html, ans.plain)
+	if truncated {
+		add("<p>"+TruncatedMarker+"</p>", TruncatedMarker)
+	}
+	add(m.sources.html, m.sources.plain)
+
+	c := content{
+		MsgType:       "m.text",
+		Body:          strings.Join(t, "\n\n"),
+		Format:        "org.matrix.custom.html",
+		FormattedBody: m.fallback.html + strings.Join(h, "\n"),
+		Invocation:    m.eventID,
+	}
+	if m.fallback.plain != "" {
+		c.Body = m.fallback.plain + "\n\n" + c.Body
+	}
+	c.RelatesTo.InReplyTo.EventID = m.eventID
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // smaller, and the content is never embedded in HTML
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Compile-time check that the overrides satisfy goldmark's interface.
+var _ renderer.NodeRenderer = nodeRenderer{}

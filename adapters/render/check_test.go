@@ -1,0 +1,196 @@
+package render
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// allowedAttrs returns the attributes element tag may carry in a reply,
+// and false if the element is not allowed at all.
+func allowedAttrs(tag string) ([]string, bool) {
+	switch tag {
+	case "mx-reply", "p", "br", "hr", "strong", "b", "em", "i", "del", "s", "u", "pre", "blockquote",
+		"ul", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub":
+		return nil, true
+	case "code":
+		return []string{"class"}, true
+	case "ol":
+		return []string{"start"}, true
+	case "a":
+		return []string{"href"}, true
+	}
+	return nil, false
+}
+
+// onlyOf reports whether s is 1 to n bytes, each in chars.
+func onlyOf(s string, n int, chars string) bool {
+	if s == "" || len(s) > n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !strings.ContainsRune(chars, rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHTML fails t unless s, parsed as a browser would, contains only
+// allowlisted elements and attributes, no comments, no event handlers and
+// only http, https or matrix link targets.
+func checkHTML(t testing.TB, s string) {
+	t.Helper()
+	if strings.Contains(strings.ToLower(s), "<script") {
+		t.Fatalf("HTML contains <script: %q", s)
+	}
+	body := &html.Node{Type: html.ElementNode, Data: "body", DataAtom: atom.Body}
+	nodes, err := html.ParseFragment(strings.NewReader(s), body)
+	if err != nil {
+		t.Fatalf("parse %q: %v", s, err)
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		switch n.Type {
+		case html.ElementNode:
+			attrs, ok := allowedAttrs(n.Data)
+			if !ok {
+				t.Fatalf("element <%s> not allowed in %q", n.Data, s)
+			}
+			hasHref := false
+			for _, a := range n.Attr {
+				key := strings.ToLower(a.Key)
+				if strings.HasPrefix(key, "on") {
+					t.Fatalf("event handler %s=%q in %q", a.Key, a.Val, s)
+				}
+				allowed := false
+				for _, k := range attrs {
+					allowed = allowed || k == key
+				}
+				if !allowed || a.Namespace != "" {
+					t.Fatalf("attribute %s on <%s> not allowed in %q", a.Key, n.Data, s)
+				}
+				switch key {
+				case "href":
+					hasHref = true
+					checkHref(t, a.Val, s)
+				case "class":
+					lang, ok := strings.CutPrefix(a.Val, "language-")
+					if !ok || !onlyOf(lang, 32, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+-") {
+						t.Fatalf("class %q in %q", a.Val, s)
+					}
+				case "start":
+					if !onlyOf(a.Val, 6, "0123456789") {
+						t.Fatalf("start %q in %q", a.Val, s)
+					}
+				}
+			}
+			if n.Data == "a" && !hasHref {
+				t.Fatalf("dangling <a> in %q", s)
+			}
+		case html.CommentNode, html.DoctypeNode:
+			t.Fatalf("markup node %q in %q", n.Data, s)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	for _, n := range nodes {
+		walk(n)
+	}
+}
+
+func checkHref(t testing.TB, href, in string) {
+	t.Helper()
+	squeezed := strings.Map(func(c rune) rune {
+		if c <= ' ' || c == 0x7f {
+			return -1
+		}
+		return c
+	}, strings.ToLower(href))
+	for _, bad := range []string{"javascript:", "data:", "vbscript:", "file:"} {
+		if strings.HasPrefix(squeezed, bad) {
+			t.Fatalf("href %q in %q", href, in)
+		}
+	}
+	u, err := url.Parse(href)
+	if err != nil {
+		t.Fatalf("unparseable href %q in %q", href, in)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			t.Fatalf("href %q without host in %q", href, in)
+		}
+	case "matrix":
+	default:
+		t.Fatalf("href %q scheme not allowed in %q", href, in)
+	}
+}
+
+// parsed is the decoded content of a reply.
+type parsed struct {
+	MsgType       string `json:"msgtype"`
+	Body          string `json:"body"`
+	Format        string `json:"format"`
+	FormattedBody string `json:"formatted_body"`
+	RelatesTo     struct {
+		InReplyTo struct {
+			EventID string `json:"event_id"`
+		} `json:"m.in_reply_to"`
+	} `json:"m.relates_to"`
+	Mentions   map[string]any `json:"m.mentions"`
+	Invocation string         `json:"org.lisabot.invocation"`
+}
+
+// checkContent fails t unless b is a well-formed, bounded, safe reply to
+// eventID, and returns it decoded.
+func checkContent(t testing.TB, b []byte, eventID string) parsed {
+	t.Helper()
+	if len(b) > MaxContentBytes {
+		t.Fatalf("content is %d bytes, over the %d budget", len(b), MaxContentBytes)
+	}
+	if !json.Valid(b) {
+		t.Fatalf("invalid JSON: %q", b)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"msgtype", "body", "format", "formatted_body", "m.relates_to", "m.mentions", InvocationKey} {
+		if _, ok := raw[k]; !ok {
+			t.Fatalf("content lacks %q: %s", k, b)
+		}
+	}
+	if len(raw) != 7 {
+		t.Fatalf("unexpected fields: %s", b)
+	}
+	var c parsed
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.MsgType != "m.text" || c.Format != "org.matrix.custom.html" {
+		t.Fatalf("msgtype/format: %s", b)
+	}
+	if c.RelatesTo.InReplyTo.EventID != eventID || c.Invocation != eventID {
+		t.Fatalf("relation: %s", b)
+	}
+	if c.Mentions == nil || len(c.Mentions) != 0 {
+		t.Fatalf("m.mentions not empty: %s", b)
+	}
+	if c.Body == "" || !utf8.ValidString(c.Body) || !utf8.ValidString(c.FormattedBody) {
+		t.Fatalf("bad bodies: %q", b)
+	}
+	for _, r := range c.Body {
+		if (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) {
+			t.Fatalf("control character %U in body %q", r, c.Body)
+		}
+	}
+	checkHTML(t, c.FormattedBody)
+	return c
+}
