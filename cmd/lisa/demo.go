@@ -15,7 +15,6 @@ import (
 
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
-	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
@@ -94,7 +93,7 @@ func runDemo(ctx context.Context, c *cli, exitAfter bool) error {
 	keyLine := `api_key = ""`
 	if llmURL == "" {
 		fake := llmfake.New(llmfake.WithModels("lisa-demo-model"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
-			return llmfake.Text(fmt.Sprintf("Hello! You asked: *%s*\n\nI am running on a **scripted** model, so this is all I can say.", strings.TrimSpace(r.LastUser())))
+			return llmfake.Answer(fmt.Sprintf("Hello! You asked: *%s*\n\nI am running on a **scripted** model, so this is all I can say.", invocationText(r.LastUser())))
 		})))
 		if err := fake.Listen(); err != nil {
 			return err
@@ -157,7 +156,7 @@ log_level = "warn"
 	}
 	d, err := startDaemon(res, log, daemonDeps{
 		session: session,
-		invoker: singleTurn{llm: llmClient(res.Config, res.LLMAPIKey.Reveal()), render: render.New(), persona: res.Persona},
+		invoker: newAnswerer(res, session, log),
 	})
 	if err != nil {
 		return err
@@ -270,6 +269,7 @@ func printTranscript(ctx context.Context, w io.Writer, cli *mautrix.Client, room
 	for i := len(resp.Chunk) - 1; i >= 0; i-- {
 		evt := resp.Chunk[i]
 		body, _ := evt.Content.Raw["body"].(string)
+		body = event.TrimReplyFallbackText(body)
 		fmt.Fprintf(w, "%s: %s\n", evt.Sender, strings.ReplaceAll(body, "\n", "\n    "))
 	}
 	fmt.Fprintln(w, "--- end ---")

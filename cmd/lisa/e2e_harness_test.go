@@ -93,7 +93,7 @@ func newE2E(t *testing.T, allowedRooms int) *e2e {
 		}
 	}
 	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
-		return llmfake.Text("answer: " + r.LastUser())
+		return llmfake.Answer("answer: " + invocationText(r.LastUser()))
 	})))
 	return e
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
-	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages/roompb"
 )
@@ -58,7 +57,7 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	deps := daemonDeps{
 		fatal:   func() { lost.Store(true); cancel() },
 		session: session,
-		invoker: singleTurn{llm: llmClient(res.Config, res.LLMAPIKey.Reveal()), render: render.New(), persona: res.Persona},
+		invoker: newAnswerer(res, session, log),
 	}
 	applyFailpoint(c.getenv, &deps, log)
 	d, err := startDaemon(res, log, deps)
