@@ -43,6 +43,9 @@ func (s *sourceSet) add(urls []string) []string {
 
 // filter keeps the proposed URLs that the registry holds, in order and
 // without duplicates, in the form the tool returned them.
+// len reports how many sources successful tool results returned.
+func (s *sourceSet) len() int { return len(s.byKey) }
+
 func (s *sourceSet) filter(proposed []string) []string {
 	var out []string
 	seen := map[string]bool{}

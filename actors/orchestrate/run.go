@@ -85,8 +85,13 @@ func (r *run) loop(ctx context.Context) (Answer, error) {
 		}
 
 		md, proposed, problem := parseFinal(resp.Content, r.lim.MaxResponseCharacters)
+		var valid []string
 		if problem == "" {
-			return Answer{Markdown: md, SourceURLs: r.sources.filter(proposed)}, nil
+			valid = r.sources.filter(proposed)
+			problem = r.citationProblem(proposed, valid)
+		}
+		if problem == "" {
+			return Answer{Markdown: md, SourceURLs: valid}, nil
 		}
 		if repaired || r.iters >= r.lim.MaxIterations {
 			return Answer{Fallback: FallbackGeneric}, nil
@@ -96,6 +101,22 @@ func (r *run) loop(ctx context.Context) (Answer, error) {
 			Message{Role: RoleAssistant, Content: resp.Content},
 			Message{Role: RoleUser, Content: repairMessage(problem, r.lim.MaxResponseCharacters)})
 	}
+}
+
+// citationProblem enforces honest citations: if the model proposed
+// sources and none came from this invocation's tool results, or if
+// successful tool results with sources reached the model and nothing valid
+// is cited, the answer is not published as is.
+func (r *run) citationProblem(proposed, valid []string) string {
+	switch {
+	case len(valid) > 0:
+		return ""
+	case len(proposed) > 0:
+		return "none of the source_urls came from this conversation's tool results; cite only URLs that a tool returned"
+	case r.sources.len() > 0:
+		return "web results were used, so source_urls must list at least one URL that a tool returned"
+	}
+	return ""
 }
 
 // runTools records the assistant's calls and appends one bounded tool

@@ -161,20 +161,40 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:  "failing tool: its sources cannot be cited",
-			steps: []step{calls(call("f1", "web_search", `{"query":"q"}`)), final("Search timed out.", "https://a.example/x")},
+			// Citing a failed tool's URL is a fabricated citation: one
+			// correction request, then the honest answer without sources.
+			steps: []step{calls(call("f1", "web_search", `{"query":"q"}`)), final("Search timed out.", "https://a.example/x"), final("Search timed out.")},
 			tools: func() []*fakeTool {
 				return []*fakeTool{newTool("web_search", func(json.RawMessage) ToolResult {
 					return ToolResult{Code: "timeout", Content: "The search timed out.", SourceURLs: []string{"https://a.example/x"}, Retryable: true}
 				})}
 			},
 			want:     Answer{Markdown: "Search timed out."},
-			wantReqs: 2,
+			wantReqs: 3,
 			check: func(t *testing.T, reqs []ChatRequest, _ []*fakeTool) {
+				last := reqs[2].Messages[len(reqs[2].Messages)-1]
+				if last.Role != RoleUser || !strings.Contains(last.Content, "source_urls") {
+					t.Errorf("correction request = %+v", last)
+				}
 				p := decodeTool(t, toolMessages(reqs[1])[0])
 				if p.OK || p.Code != "timeout" || p.Message != "The search timed out." || p.Retryable == nil || !*p.Retryable || p.SourceURLs != nil || p.Content != nil {
 					t.Errorf("payload = %+v", p)
 				}
 			},
+		},
+		{
+			name:     "web results used but nothing cited: corrected once",
+			steps:    []step{calls(call("s", "web_search", `{"query":"q"}`)), final("uncited"), final("cited", "https://b.example")},
+			tools:    searchAndFetch,
+			want:     Answer{Markdown: "cited", SourceURLs: []string{"https://b.example"}},
+			wantReqs: 3,
+		},
+		{
+			name:     "fabricated citations twice: persona error",
+			steps:    []step{calls(call("s", "web_search", `{"query":"q"}`)), final("a", "https://invented.example"), final("b", "https://invented.example")},
+			tools:    searchAndFetch,
+			want:     Answer{Fallback: FallbackGeneric},
+			wantReqs: 3,
 		},
 		{
 			name: "exhausted iteration budget",
@@ -309,12 +329,12 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name:  "tool output is truncated at a rune boundary",
-			steps: []step{calls(call("s", "web_search", `{"query":"q"}`)), final("ok")},
+			steps: []step{calls(call("s", "web_search", `{"query":"q"}`)), final("ok", "https://a.example/")},
 			tools: func() []*fakeTool {
 				return []*fakeTool{okTool("web_search", strings.Repeat("é", 200)+"TAIL-CANARY", "https://a.example/")}
 			},
 			limits:   Limits{MaxToolOutputCharacters: 100},
-			want:     Answer{Markdown: "ok"},
+			want:     Answer{Markdown: "ok", SourceURLs: []string{"https://a.example/"}},
 			wantReqs: 2,
 			check: func(t *testing.T, reqs []ChatRequest, _ []*fakeTool) {
 				p := decodeTool(t, toolMessages(reqs[1])[0])
