@@ -136,7 +136,7 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 			batch.Rejected["baseline"] += len(events)
 			continue
 		}
-		for _, evt := range events {
+		for i, evt := range events {
 			if evt.Sender == s.c.cli.UserID {
 				batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
 			}
@@ -150,6 +150,7 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 				batch.Rejected[string(verdict)]++
 				continue
 			}
+			cand.BatchEvents = batchContext(events[:i])
 			batch.Candidates = append(batch.Candidates, cand)
 		}
 	}
@@ -185,6 +186,29 @@ func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor
 	s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
 	slices.Reverse(out)
 	return out, false, nil
+}
+
+// Bounds of the sync-batch context kept with a candidate.
+const (
+	batchContextEvents = 20
+	batchContextBytes  = 64 << 10
+)
+
+// batchContext keeps the raw JSON of the newest events before a candidate,
+// oldest first, within batchContextEvents and batchContextBytes.
+func batchContext(before []*event.Event) [][]byte {
+	var out [][]byte
+	total := 0
+	for i := len(before) - 1; i >= 0 && len(out) < batchContextEvents; i-- {
+		raw, err := json.Marshal(before[i])
+		if err != nil || total+len(raw) > batchContextBytes {
+			break
+		}
+		total += len(raw)
+		out = append(out, raw)
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // mergeByID joins recovered and timeline events in server order, dropping

@@ -3,6 +3,7 @@ package matrix
 import (
 	"context"
 	"errors"
+	"strings"
 	"log/slog"
 	"testing"
 	"time"
@@ -83,6 +84,7 @@ func TestSourceAgainstDendrite(t *testing.T) {
 	cur := base.Cursor
 	var cands []string
 	var own []string
+	var batchCtx [][]byte
 	deadline := time.Now().Add(30 * time.Second)
 	for len(cands) < 1 && time.Now().Before(deadline) {
 		b, err := src.Next(ctx, cur)
@@ -92,6 +94,7 @@ func TestSourceAgainstDendrite(t *testing.T) {
 		cur = b.Cursor
 		for _, c := range b.Candidates {
 			cands = append(cands, c.GetEventId()+"/"+c.GetTrigger())
+			batchCtx = append(batchCtx, c.GetBatchEvents()...)
 		}
 		for _, o := range b.OwnEvents {
 			own = append(own, string(o.EventID)+"/"+string(o.TransactionID))
@@ -102,6 +105,9 @@ func TestSourceAgainstDendrite(t *testing.T) {
 	}
 	if len(cands) != 1 || cands[0] != string(replyToLisa)+"/reply" {
 		t.Fatalf("candidates = %v, want only the reply to Lisa", cands)
+	}
+	if len(batchCtx) == 0 || !strings.Contains(string(batchCtx[len(batchCtx)-1]), "unrelated") {
+		t.Fatalf("candidate lacks the preceding events of its sync batch: %d kept", len(batchCtx))
 	}
 	if ledger.asked == 0 {
 		t.Fatal("ledger not consulted before the homeserver")

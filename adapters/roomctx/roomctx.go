@@ -2,6 +2,7 @@ package roomctx
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -105,12 +106,13 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 	switch {
 	case ctx.Err() != nil:
 		return "", ctx.Err()
-	case err != nil:
-		b.log.WarnContext(ctx, "room context unavailable, using the invocation alone",
-			"room", messages.RoomID(room), "event", messages.EventID(inv.id), "status", errorStatus(err))
-	case resp == nil:
-		b.log.WarnContext(ctx, "room context empty, using the invocation alone",
-			"room", messages.RoomID(room), "event", messages.EventID(inv.id))
+	case err != nil || resp == nil:
+		// Last resort: the events that came with the invocation in the
+		// same /sync response (same room, before it, bounded).
+		before := batchEvents(c.GetBatchEvents())
+		b.log.WarnContext(ctx, "room context unavailable, using the events of the sync batch",
+			"room", messages.RoomID(room), "event", messages.EventID(inv.id), "status", errorStatus(err), "batch_events", len(before))
+		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters)
 	default:
 		before := make([]*event.Event, 0, len(resp.EventsBefore))
 		for i := len(resp.EventsBefore) - 1; i >= 0; i-- { // newest first on the wire
@@ -148,6 +150,19 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 		return "", err
 	}
 	return render(room, selected, names.lookup), nil
+}
+
+// batchEvents decodes the raw events kept with a candidate; undecodable
+// ones are dropped.
+func batchEvents(raws [][]byte) []*event.Event {
+	out := make([]*event.Event, 0, len(raws))
+	for _, raw := range raws {
+		var evt event.Event
+		if json.Unmarshal(raw, &evt) == nil {
+			out = append(out, &evt)
+		}
+	}
+	return out
 }
 
 // contextFilter asks for room messages only, with the members of their
@@ -192,6 +207,8 @@ func (b *Builder) selectTurns(inv *turn, history []*turn) []*turn {
 func errorStatus(err error) string {
 	var he mautrix.HTTPError
 	switch {
+	case err == nil:
+		return "empty"
 	case errors.As(err, &he) && he.Response != nil:
 		return strconv.Itoa(he.Response.StatusCode)
 	case errors.Is(err, context.Canceled):

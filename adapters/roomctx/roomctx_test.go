@@ -2,6 +2,7 @@ package roomctx
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -520,7 +521,7 @@ func TestLogsArePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if !strings.Contains(out, `"status":"404"`) || !strings.Contains(out, "invocation alone") {
+	if !strings.Contains(out, `"status":"404"`) || !strings.Contains(out, "sync batch") {
 		t.Fatalf("failure not logged:\n%s", out)
 	}
 	for _, leak := range []string{"SECRET", "$inv", "$target", "!room:hs", "@bob:hs"} {
@@ -559,5 +560,31 @@ func TestConcurrentBuilds(t *testing.T) {
 		if e.Content.Parsed != nil {
 			t.Fatalf("event %s was modified", e.ID)
 		}
+	}
+}
+
+// TestFallbackToSyncBatch: when GET /context fails, the events that came
+// with the invocation in the same /sync response are the context; events
+// of another room among them are still dropped.
+func TestFallbackToSyncBatch(t *testing.T) {
+	f := &fakeFetcher{ctxErr: notFound(), membersErr: errors.New("down"), events: map[id.EventID]*event.Event{}}
+	b := New(f, testBot, testLimits())
+	c := invocation("what did Bob say?", "")
+	raw := func(id, room, sender, body string) []byte {
+		b, _ := json.Marshal(map[string]any{"event_id": id, "room_id": room, "sender": sender, "type": "m.room.message",
+			"origin_server_ts": 1700000000000, "content": map[string]any{"msgtype": "m.text", "body": body}})
+		return b
+	}
+	c.BatchEvents = [][]byte{
+		raw("$b1", c.GetRoomId(), "@bob:hs", "BATCH-CANARY from bob"),
+		raw("$x1", "!elsewhere:hs", "@eve:hs", "OTHER-ROOM-CANARY"),
+		[]byte(`{not json`),
+	}
+	out, err := b.Build(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "BATCH-CANARY") || strings.Contains(out, "OTHER-ROOM-CANARY") || !strings.Contains(out, "what did Bob say?") {
+		t.Fatalf("fallback block:\n%s", out)
 	}
 }

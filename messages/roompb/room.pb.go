@@ -40,7 +40,11 @@ type Candidate struct {
 	FormattedBody  string `protobuf:"bytes,7,opt,name=formatted_body,json=formattedBody,proto3" json:"formatted_body,omitempty"`
 	ReplyToEventId string `protobuf:"bytes,8,opt,name=reply_to_event_id,json=replyToEventId,proto3" json:"reply_to_event_id,omitempty"`
 	// Monotonic position assigned by the sync ledger; orders the inbox.
-	InboxSeq      uint64 `protobuf:"varint,9,opt,name=inbox_seq,json=inboxSeq,proto3" json:"inbox_seq,omitempty"`
+	InboxSeq uint64 `protobuf:"varint,9,opt,name=inbox_seq,json=inboxSeq,proto3" json:"inbox_seq,omitempty"`
+	// Raw JSON of the room's timeline events that preceded this one in the
+	// same /sync response, oldest first and bounded: the context of last
+	// resort when GET /context fails.
+	BatchEvents   [][]byte `protobuf:"bytes,10,rep,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -136,6 +140,13 @@ func (x *Candidate) GetInboxSeq() uint64 {
 		return x.InboxSeq
 	}
 	return 0
+}
+
+func (x *Candidate) GetBatchEvents() [][]byte {
+	if x != nil {
+		return x.BatchEvents
+	}
+	return nil
 }
 
 // SyncCursor is the sync ledger's single record.
@@ -857,7 +868,7 @@ var File_room_proto protoreflect.FileDescriptor
 const file_room_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"room.proto\x12\flisa.room.v1\"\x96\x02\n" +
+	"room.proto\x12\flisa.room.v1\"\xb9\x02\n" +
 	"\tCandidate\x12\x17\n" +
 	"\aroom_id\x18\x01 \x01(\tR\x06roomId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x16\n" +
@@ -868,7 +879,9 @@ const file_room_proto_rawDesc = "" +
 	"\x04body\x18\x06 \x01(\tR\x04body\x12%\n" +
 	"\x0eformatted_body\x18\a \x01(\tR\rformattedBody\x12)\n" +
 	"\x11reply_to_event_id\x18\b \x01(\tR\x0ereplyToEventId\x12\x1b\n" +
-	"\tinbox_seq\x18\t \x01(\x04R\binboxSeq\"\x87\x02\n" +
+	"\tinbox_seq\x18\t \x01(\x04R\binboxSeq\x12!\n" +
+	"\fbatch_events\x18\n" +
+	" \x03(\fR\vbatchEvents\"\x87\x02\n" +
 	"\n" +
 	"SyncCursor\x12\x1d\n" +
 	"\n" +
