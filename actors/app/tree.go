@@ -70,14 +70,17 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 	roomProps := func(id string) *actor.Props {
 		policy := cfg.Policy
 		policy.RoomID = id
+		if policy.InvocationTimeout == 0 {
+			policy.InvocationTimeout = cfg.InvocationTimeout
+		}
 		return room.Props(room.Config{
 			Policy:    policy,
 			Provider:  cfg.Provider,
 			Inbox:     cfg.Inbox,
 			BotEvents: cfg.BotEvents,
 			Sender:    cfg.Sender,
-			NewInvocation: func(c *roompb.Candidate, attempt uint32) *actor.Props {
-				return invocation.Props(invCfg, c, attempt)
+			NewInvocation: func(c *roompb.Candidate, attempt uint32, deadline time.Time) *actor.Props {
+				return invocation.Props(invCfg, c, attempt, deadline)
 			},
 			ChildOptions: s.Options(),
 			Clock:        cfg.Clock,

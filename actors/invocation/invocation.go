@@ -44,17 +44,21 @@ type Config struct {
 // Props returns the props of a child running attempt for c. The child
 // reports exactly one messages.InvocationResult to its parent, unless it
 // is stopped first.
-func Props(cfg Config, c *roompb.Candidate, attempt uint32, opts ...actor.PropsOption) *actor.Props {
+// The attempt ends at deadline (the invocation's, across attempts) or
+// after cfg.Timeout, whichever is first; a zero deadline means only the
+// latter.
+func Props(cfg Config, c *roompb.Candidate, attempt uint32, deadline time.Time, opts ...actor.PropsOption) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &child{cfg: cfg, cand: c, attempt: attempt}
+		return &child{cfg: cfg, cand: c, attempt: attempt, deadline: deadline}
 	}, opts...)
 }
 
 type child struct {
-	cfg     Config
-	cand    *roompb.Candidate
-	attempt uint32
-	cancel  context.CancelFunc
+	cfg      Config
+	cand     *roompb.Candidate
+	attempt  uint32
+	deadline time.Time
+	cancel   context.CancelFunc
 }
 
 type done struct{ res *messages.InvocationResult }
@@ -65,7 +69,11 @@ func (a *child) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			return
 		}
-		runCtx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeout)
+		end := time.Now().Add(a.cfg.Timeout)
+		if !a.deadline.IsZero() && a.deadline.Before(end) {
+			end = a.deadline
+		}
+		runCtx, cancel := context.WithDeadline(context.Background(), end)
 		a.cancel = cancel
 		self, sys := ctx.Self(), ctx.ActorSystem()
 		if a.cfg.Running != nil {

@@ -75,7 +75,8 @@ func (r *run) loop(ctx context.Context) (Answer, error) {
 		}
 
 		if len(resp.ToolCalls) > 0 {
-			if r.calls+len(resp.ToolCalls) > r.lim.MaxToolCalls {
+			// No request would be left to use the results: don't run them.
+			if r.iters >= r.lim.MaxIterations || r.calls+len(resp.ToolCalls) > r.lim.MaxToolCalls {
 				return Answer{Fallback: FallbackOverload}, nil
 			}
 			if err := r.runTools(ctx, resp); err != nil {

@@ -160,7 +160,7 @@ func TestRun(t *testing.T) {
 			},
 		},
 		{
-			name:  "failing tool: its sources cannot be cited",
+			name: "failing tool: its sources cannot be cited",
 			// Citing a failed tool's URL is a fabricated citation: one
 			// correction request, then the honest answer without sources.
 			steps: []step{calls(call("f1", "web_search", `{"query":"q"}`)), final("Search timed out.", "https://a.example/x"), final("Search timed out.")},
@@ -212,6 +212,22 @@ func TestRun(t *testing.T) {
 				m := reqs[1].Messages
 				if id := m[2].ToolCalls[0].ID; id == "" || m[3].ToolCallID != id {
 					t.Errorf("generated call ID %q, tool message answers %q", id, m[3].ToolCallID)
+				}
+			},
+		},
+		{
+			name: "calls on the last iteration are not run",
+			steps: []step{
+				calls(call("", "web_search", `{"query":"1"}`)),
+				calls(call("", "fetch_web_page", `{"url":"https://c.example/page"}`)),
+			},
+			tools:    searchAndFetch,
+			limits:   Limits{MaxIterations: 2},
+			want:     Answer{Fallback: FallbackOverload},
+			wantReqs: 2,
+			check: func(t *testing.T, _ []ChatRequest, tools []*fakeTool) {
+				if n := len(tools[1].calls()); n != 0 {
+					t.Errorf("a tool ran with no request left to use its result (%d calls)", n)
 				}
 			},
 		},

@@ -56,7 +56,7 @@ type Config struct {
 	// NewInvocation returns the props of the invocation child for one
 	// attempt. The child must report a messages.InvocationResult to its
 	// parent.
-	NewInvocation func(c *roompb.Candidate, attempt uint32) *actor.Props
+	NewInvocation func(c *roompb.Candidate, attempt uint32, deadline time.Time) *actor.Props
 	// ChildOptions are applied to every child's props (mailbox tracking,
 	// panic logging).
 	ChildOptions []actor.PropsOption
@@ -242,7 +242,7 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 	case ReleaseSlot:
 		ctx.Request(ctx.Parent(), &messages.ReleaseSlot{Token: r.slotToken}) // Request: rooms checks the sender
 	case StartInvocation:
-		props := r.cfg.NewInvocation(e.Candidate, e.Attempt).Configure(r.cfg.ChildOptions...)
+		props := r.cfg.NewInvocation(e.Candidate, e.Attempt, e.Deadline).Configure(r.cfg.ChildOptions...)
 		child, err := ctx.SpawnNamed(props, fmt.Sprintf("inv-%d", r.m.NextIndex))
 		if err != nil {
 			panic(fmt.Errorf("room: spawn invocation: %w", err))

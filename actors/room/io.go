@@ -90,6 +90,8 @@ type ReleaseSlot struct{}
 type StartInvocation struct {
 	Candidate *roompb.Candidate
 	Attempt   uint32
+	// Deadline bounds the attempt (zero: only the child's own timeout).
+	Deadline time.Time
 }
 
 // SendReply: send Content with TxnID; report SendDone.

@@ -17,6 +17,10 @@ type Policy struct {
 	// MaxAttempts caps attempts per invocation, counting attempts that a
 	// crash interrupted.
 	MaxAttempts uint32
+	// InvocationTimeout bounds an invocation from its first attempt's
+	// start across all attempts (runtime.invocation_timeout_seconds);
+	// zero means no bound.
+	InvocationTimeout time.Duration
 	// RetryBase and RetryMax bound the delay before a failed attempt is
 	// retried: RetryBase doubled per failed attempt, capped at RetryMax.
 	RetryBase, RetryMax time.Duration
@@ -238,8 +242,9 @@ func (m *Machine) Pump(now time.Time) Output {
 		// From here until SendDone the outcome is unknown; a crash in
 		// between is caught by Recovered.
 		out.effect(SendReply{EventID: head.EventID(), TxnID: head.TxnID, Content: head.Content})
-	case head.Attempts >= m.policy.MaxAttempts:
-		// Every attempt is spent (the last one was cut short by a crash).
+	case head.Attempts >= m.policy.MaxAttempts || m.expired(head, now):
+		// Every attempt or the invocation's time is spent (the last
+		// attempt may have been cut short by a crash).
 		out.event(m.errorReply(head, now.UnixMilli()))
 	case !m.slotHeld:
 		m.phase = waitingSlot
@@ -248,13 +253,35 @@ func (m *Machine) Pump(now time.Time) Output {
 		m.phase = running
 		m.attempt = head.Attempts + 1
 		out.event(&roompb.InvocationStarted{EventId: head.EventID(), Attempt: m.attempt, StartedAtMs: now.UnixMilli()})
-		out.effect(StartInvocation{Candidate: head.Candidate, Attempt: m.attempt})
+		out.effect(StartInvocation{Candidate: head.Candidate, Attempt: m.attempt, Deadline: m.deadline(head, now)})
 	}
 	return out
 }
 
 // errorReply prepares the persona's error as the reply. Its transaction ID
 // differs from the answer's, so a refused answer cannot shadow it.
+// deadline is when the head invocation must be done: its first attempt's
+// start (now, for the first attempt) plus the invocation timeout. Zero
+// means none.
+func (m *Machine) deadline(head *Invocation, now time.Time) time.Time {
+	if m.policy.InvocationTimeout <= 0 {
+		return time.Time{}
+	}
+	start := now
+	if head.FirstStartedAtMs != 0 {
+		start = time.UnixMilli(head.FirstStartedAtMs)
+	}
+	return start.Add(m.policy.InvocationTimeout)
+}
+
+// expired reports whether the head's time ran out before another attempt.
+func (m *Machine) expired(head *Invocation, now time.Time) bool {
+	if m.policy.InvocationTimeout <= 0 || head.FirstStartedAtMs == 0 {
+		return false
+	}
+	return !now.Before(time.UnixMilli(head.FirstStartedAtMs).Add(m.policy.InvocationTimeout))
+}
+
 func (m *Machine) errorReply(head *Invocation, ms int64) *roompb.ReplyReady {
 	return &roompb.ReplyReady{
 		EventId:   head.EventID(),

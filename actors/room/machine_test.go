@@ -237,3 +237,59 @@ func TestApplyRejectsUnknownInvocation(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadlineSpansAttempts: runtime.invocation_timeout_seconds bounds the
+// whole invocation, not each attempt: every attempt gets the deadline of
+// the first, and no attempt starts after it.
+func TestDeadlineSpansAttempts(t *testing.T) {
+	p := testPolicy()
+	p.InvocationTimeout = 5 * time.Second
+	m := NewMachine(p)
+	now := time.UnixMilli(1_700_000_000_000)
+	var starts []StartInvocation
+	var events []string
+	feed := func(in Input) {
+		out := m.Decide(in, now)
+		for {
+			for _, ev := range out.Events {
+				if err := m.Apply(ev); err != nil {
+					t.Fatal(err)
+				}
+				events = append(events, Describe(ev))
+			}
+			for _, eff := range out.Effects {
+				if s, ok := eff.(StartInvocation); ok {
+					starts = append(starts, s)
+				}
+			}
+			if out = m.Pump(now); out.Empty() {
+				break
+			}
+		}
+		now = now.Add(time.Second)
+	}
+	t0 := now
+	feed(cands("$a"))
+	feed(SlotGranted{}) // attempt 1 at t0+1s
+	feed(InvocationDone{EventID: "$a", Attempt: 1, Err: transient(messages.CodeLLMTimeout)})
+	feed(RetryDue{EventID: "$a"})
+	feed(SlotGranted{}) // attempt 2 at t0+4s
+	feed(InvocationDone{EventID: "$a", Attempt: 2, Err: transient(messages.CodeLLMTimeout)})
+	feed(RetryDue{EventID: "$a"}) // t0+6s: past the deadline
+	if len(starts) != 2 {
+		t.Fatalf("attempts started = %d, want 2", len(starts))
+	}
+	want := t0.Add(time.Second + 5*time.Second)
+	for i, s := range starts {
+		if !s.Deadline.Equal(want) {
+			t.Errorf("attempt %d deadline = %v, want %v (first start + timeout)", i+1, s.Deadline, want)
+		}
+	}
+	last := events[len(events)-1]
+	if !strings.HasPrefix(last, "ReplyReady $a") || !strings.Contains(last, "error=true") {
+		t.Fatalf("after the deadline: %v", events)
+	}
+	if m.Phase() != "sending" {
+		t.Fatalf("phase = %s", m.Phase())
+	}
+}

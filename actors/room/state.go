@@ -19,11 +19,13 @@ type Invocation struct {
 	Candidate  *roompb.Candidate
 	QueuedAtMs int64
 	Attempts   uint32
-	LastCode   string
-	Ready      bool
-	TxnID      string
-	Content    []byte
-	IsError    bool
+	// FirstStartedAtMs is when the first attempt started (0: not yet).
+	FirstStartedAtMs int64
+	LastCode         string
+	Ready            bool
+	TxnID            string
+	Content          []byte
+	IsError          bool
 }
 
 // EventID returns the invoking event's ID.
@@ -103,6 +105,9 @@ func (s *State) Apply(ev proto.Message) error {
 			return err
 		}
 		inv.Attempts = e.GetAttempt()
+		if inv.FirstStartedAtMs == 0 {
+			inv.FirstStartedAtMs = e.GetStartedAtMs()
+		}
 	case *roompb.InvocationFailed:
 		inv, err := s.find(e.GetEventId())
 		if err != nil {
@@ -152,6 +157,8 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 			Ready:      inv.Ready,
 			IsError:    inv.IsError,
 			LastCode:   inv.LastCode,
+
+			FirstStartedAtMs: inv.FirstStartedAtMs,
 		})
 	}
 	return snap
@@ -177,6 +184,8 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 			TxnID:      inv.GetTxnId(),
 			Content:    inv.GetContent(),
 			IsError:    inv.GetIsError(),
+
+			FirstStartedAtMs: inv.GetFirstStartedAtMs(),
 		})
 	}
 	return s

@@ -275,3 +275,20 @@ func TestParseRetryAfter(t *testing.T) {
 func TestChatImplementsPort(t *testing.T) {
 	var _ orchestrate.LLM = (*Client)(nil)
 }
+
+// TestClientSideRefusalIsPermanent: go-openai refuses max_tokens for
+// reasoning models before sending anything; that is a configuration
+// problem, not an outage, and must not be retried.
+func TestClientSideRefusalIsPermanent(t *testing.T) {
+	srv := llmfake.Start(t, llmfake.WithModels("o1-mini"))
+	c := New(Config{BaseURL: srv.URL(), Model: "o1-mini", MaxOutputTokens: 100, Timeout: 5 * time.Second,
+		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
+	_, err := c.Chat(context.Background(), orchestrate.ChatRequest{Messages: []orchestrate.Message{{Role: orchestrate.RoleUser, Content: "hi"}}})
+	var le *messages.Error
+	if !errors.As(err, &le) || !le.Permanent || le.Code != messages.CodeLLMRejected {
+		t.Fatalf("err = %#v, want a permanent rejection", err)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the server", n)
+	}
+}

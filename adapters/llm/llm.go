@@ -6,9 +6,12 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -291,9 +294,24 @@ func classify(ctx context.Context, err error) *messages.Error {
 		return badResponse("LLM response could not be decoded")
 	case status >= 400:
 		return &messages.Error{Code: messages.CodeLLMRejected, Message: "LLM endpoint rejected the request (HTTP " + http.StatusText(status) + ")", Permanent: true}
+	case status == 0 && !isTransport(err):
+		// The client refused the request before sending it (go-openai
+		// checks some model/parameter combinations locally): retrying
+		// cannot help; the configuration must change.
+		return &messages.Error{Code: messages.CodeLLMRejected, Message: "LLM request refused by the client library (check llm.model and limits)", Permanent: true}
 	default:
 		return &messages.Error{Code: messages.CodeLLMUnavailable, Message: "LLM endpoint unreachable"}
 	}
+}
+
+// isTransport reports whether err came from the network (the request may
+// succeed if repeated).
+func isTransport(err error) bool {
+	var uerr *url.Error
+	var nerr net.Error
+	var oerr *net.OpError
+	return errors.As(err, &uerr) || errors.As(err, &nerr) || errors.As(err, &oerr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // retryAfterKey keys the per-attempt slot that receives the Retry-After

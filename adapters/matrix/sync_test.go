@@ -3,8 +3,8 @@ package matrix
 import (
 	"context"
 	"errors"
-	"strings"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 

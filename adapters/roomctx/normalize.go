@@ -279,23 +279,41 @@ func cleanText(s string) string {
 	return strings.TrimSpace(strings.Join(out, "\n"))
 }
 
-// capText cuts s after maxChars runes and appends the truncation marker.
-// It returns the text, the characters kept and whether it cut.
+// escapedLen is what r costs once escaped in element text.
+func escapedLen(r rune) int {
+	switch r {
+	case '&', '\r':
+		return 5
+	case '<':
+		return 4
+	}
+	return 1
+}
+
+// escapedCost is the length of s once escaped in element text.
+func escapedCost(s string) int {
+	n := 0
+	for _, r := range s {
+		n += escapedLen(r)
+	}
+	return n
+}
+
+// capText cuts s where its escaped form would exceed maxChars characters
+// and appends the truncation marker. It returns the text, the escaped
+// characters kept and whether it cut. Counting the escaped form means a
+// message of "&&&&" cannot blow the context budget fivefold.
 func capText(s string, maxChars int) (string, int, bool) {
-	n := utf8.RuneCountInString(s)
-	if n <= maxChars {
-		return s, n, false
-	}
-	cut, i := len(s), 0
-	for idx := range s {
-		if i == maxChars {
-			cut = idx
-			break
+	cost := 0
+	for idx, r := range s {
+		c := escapedLen(r)
+		if cost+c > maxChars {
+			kept := strings.TrimRightFunc(s[:idx], unicode.IsSpace)
+			return kept + truncMarker, escapedCost(kept), true
 		}
-		i++
+		cost += c
 	}
-	kept := strings.TrimRightFunc(s[:cut], unicode.IsSpace)
-	return kept + truncMarker, utf8.RuneCountInString(kept), true
+	return s, cost, false
 }
 
 // validEventID reports whether s looks like an event ID worth fetching.

@@ -83,6 +83,10 @@ func TestCapText(t *testing.T) {
 		{"ab    cd", 4, "ab" + truncMarker, 2, true},
 		{"日本語テキスト", 3, "日本語" + truncMarker, 3, true},
 		{"e\u0301e\u0301", 1, "e" + truncMarker, 1, true},
+		// Budgets count the escaped form: & costs 5 (&amp;), < costs 4.
+		{"&&&&", 12, "&&" + truncMarker, 10, true},
+		{"a<b", 6, "a<b", 6, false},
+		{"a<b", 5, "a<" + truncMarker, 5, true},
 	} {
 		got, chars, tr := capText(tc.in, tc.max)
 		if got != tc.want || chars != tc.chars || tr != tc.truncated {

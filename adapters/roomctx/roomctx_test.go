@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -586,5 +587,26 @@ func TestFallbackToSyncBatch(t *testing.T) {
 	}
 	if !strings.Contains(out, "BATCH-CANARY") || strings.Contains(out, "OTHER-ROOM-CANARY") || !strings.Contains(out, "what did Bob say?") {
 		t.Fatalf("fallback block:\n%s", out)
+	}
+}
+
+// TestEscapingCannotInflateTheBlock: budgets count escaped text, so a room
+// full of "&" (five characters each once escaped) cannot push the block
+// far past context.max_characters; markup adds at most a bounded amount
+// per message.
+func TestEscapingCannotInflateTheBlock(t *testing.T) {
+	var evs []*event.Event
+	for i := 1; i <= 6; i++ {
+		evs = append(evs, ev(t, i, "@alice:hs", txt(strings.Repeat("&", 3999))))
+	}
+	lim := Limits{MaxEvents: 40, MaxCharacters: 24000, MaxEventCharacters: 4000, MaxReplyDepth: 2}
+	f := &fakeFetcher{resp: &mautrix.RespContext{EventsBefore: before(evs...)}, members: people()}
+	out := build(t, f, lim, invocation(strings.Repeat("&", 3999), ""))
+	const markupPerMessage = 400
+	if n := utf8.RuneCountInString(out); n > lim.MaxCharacters+lim.MaxEvents*markupPerMessage {
+		t.Fatalf("block is %d characters for max_characters %d", n, lim.MaxCharacters)
+	}
+	if n := len(checkWellFormed(t, out)); n < 2 {
+		t.Fatalf("only %d messages kept", n)
 	}
 }

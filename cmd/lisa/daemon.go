@@ -225,13 +225,16 @@ func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]
 	for _, u := range ans.SourceURLs {
 		sources = append(sources, render.Source{URL: u})
 	}
-	content, err := a.render.Render(render.Answer{
-		Markdown:  markdown,
-		Sources:   sources,
-		InReplyTo: render.Invoking{EventID: c.GetEventId(), Sender: c.GetSender(), Body: c.GetBody()},
-	})
+	invoking := render.Invoking{EventID: c.GetEventId(), Sender: c.GetSender(), Body: c.GetBody()}
+	content, err := a.render.Render(render.Answer{Markdown: markdown, Sources: sources, InReplyTo: invoking})
 	if err != nil {
-		return nil, &messages.Error{Code: messages.CodeLLMBadResponse, Message: "reply could not be rendered"}
+		// Nothing renderable (say, an answer with no visible text):
+		// asking the model again would likely repeat it. Answer with the
+		// persona's error instead.
+		content, err = a.render.Render(render.Answer{Markdown: a.generic, InReplyTo: invoking})
+		if err != nil {
+			return nil, &messages.Error{Code: messages.CodeInternal, Message: "reply could not be rendered", Permanent: true}
+		}
 	}
 	return content, nil
 }

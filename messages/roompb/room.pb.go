@@ -669,17 +669,20 @@ func (x *ReplyAbandoned) GetAbandonedAtMs() int64 {
 
 // Invocation is one non-terminal invocation inside a snapshot.
 type Invocation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Candidate     *Candidate             `protobuf:"bytes,1,opt,name=candidate,proto3" json:"candidate,omitempty"`
-	QueuedAtMs    int64                  `protobuf:"varint,2,opt,name=queued_at_ms,json=queuedAtMs,proto3" json:"queued_at_ms,omitempty"`
-	Attempts      uint32                 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	TxnId         string                 `protobuf:"bytes,4,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
-	Content       []byte                 `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
-	Ready         bool                   `protobuf:"varint,6,opt,name=ready,proto3" json:"ready,omitempty"`
-	IsError       bool                   `protobuf:"varint,7,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	LastCode      string                 `protobuf:"bytes,8,opt,name=last_code,json=lastCode,proto3" json:"last_code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Candidate  *Candidate             `protobuf:"bytes,1,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	QueuedAtMs int64                  `protobuf:"varint,2,opt,name=queued_at_ms,json=queuedAtMs,proto3" json:"queued_at_ms,omitempty"`
+	Attempts   uint32                 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	TxnId      string                 `protobuf:"bytes,4,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Content    []byte                 `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
+	Ready      bool                   `protobuf:"varint,6,opt,name=ready,proto3" json:"ready,omitempty"`
+	IsError    bool                   `protobuf:"varint,7,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	LastCode   string                 `protobuf:"bytes,8,opt,name=last_code,json=lastCode,proto3" json:"last_code,omitempty"`
+	// When the first attempt started: the invocation's deadline counts from
+	// here across all attempts.
+	FirstStartedAtMs int64 `protobuf:"varint,9,opt,name=first_started_at_ms,json=firstStartedAtMs,proto3" json:"first_started_at_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
@@ -766,6 +769,13 @@ func (x *Invocation) GetLastCode() string {
 		return x.LastCode
 	}
 	return ""
+}
+
+func (x *Invocation) GetFirstStartedAtMs() int64 {
+	if x != nil {
+		return x.FirstStartedAtMs
+	}
+	return 0
 }
 
 // RoomSnapshot is the room state before the journal event at
@@ -927,7 +937,7 @@ const file_room_proto_rawDesc = "" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
-	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\x80\x02\n" +
+	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xaf\x02\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -938,7 +948,8 @@ const file_room_proto_rawDesc = "" +
 	"\acontent\x18\x05 \x01(\fR\acontent\x12\x14\n" +
 	"\x05ready\x18\x06 \x01(\bR\x05ready\x12\x19\n" +
 	"\bis_error\x18\a \x01(\bR\aisError\x12\x1b\n" +
-	"\tlast_code\x18\b \x01(\tR\blastCode\"\x83\x02\n" +
+	"\tlast_code\x18\b \x01(\tR\blastCode\x12-\n" +
+	"\x13first_started_at_ms\x18\t \x01(\x03R\x10firstStartedAtMs\"\x83\x02\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
