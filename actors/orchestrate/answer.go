@@ -14,10 +14,29 @@ const maxURLLength = 2048
 // sourceSet is a run's registry of URLs returned by successful tool calls,
 // keyed by normalized form.
 type sourceSet struct {
-	byKey map[string]string
+	byKey  map[string]string
+	titles map[string]string // by registered URL
 }
 
-func newSourceSet() *sourceSet { return &sourceSet{byKey: map[string]string{}} }
+func newSourceSet() *sourceSet {
+	return &sourceSet{byKey: map[string]string{}, titles: map[string]string{}}
+}
+
+// title returns the first title a tool reported for a registered URL.
+func (s *sourceSet) title(u string) string { return s.titles[u] }
+
+// addTitles remembers titles for registered URLs (first one wins).
+func (s *sourceSet) addTitles(titles map[string]string) {
+	for u, t := range titles {
+		key, ok := normalizeURL(u)
+		if !ok {
+			continue
+		}
+		if reg, known := s.byKey[key]; known && s.titles[reg] == "" && strings.TrimSpace(t) != "" {
+			s.titles[reg] = strings.TrimSpace(t)
+		}
+	}
+}
 
 // add registers the valid URLs of one successful result and returns them,
 // deduplicated and bounded, for the model to see.

@@ -92,7 +92,16 @@ func (r *run) loop(ctx context.Context) (Answer, error) {
 			problem = r.citationProblem(proposed, valid)
 		}
 		if problem == "" {
-			return Answer{Markdown: md, SourceURLs: valid}, nil
+			ans := Answer{Markdown: md, SourceURLs: valid}
+			for _, u := range valid {
+				if t := r.sources.title(u); t != "" {
+					if ans.Titles == nil {
+						ans.Titles = map[string]string{}
+					}
+					ans.Titles[u] = t
+				}
+			}
+			return ans, nil
 		}
 		if repaired || r.iters >= r.lim.MaxIterations {
 			return Answer{Fallback: FallbackGeneric}, nil
@@ -140,6 +149,7 @@ func (r *run) runTools(ctx context.Context, resp ChatResponse) error {
 		var sources []string
 		if res.OK {
 			sources = r.sources.add(res.SourceURLs)
+			r.sources.addTitles(res.SourceTitles)
 		}
 		r.msgs = append(r.msgs, Message{
 			Role:       RoleTool,

@@ -611,3 +611,19 @@ func TestHelpers(t *testing.T) {
 		}
 	})
 }
+
+// TestSourceTitles: titles reported by tools travel with cited sources.
+func TestSourceTitles(t *testing.T) {
+	tool := newTool("web_search", func(json.RawMessage) ToolResult {
+		return ToolResult{OK: true, Content: "hits", SourceURLs: []string{"https://a.example/x", "https://b.example/"},
+			SourceTitles: map[string]string{"https://A.example/x#frag": "Title A", "https://b.example/": "  "}}
+	})
+	llm := newFakeLLM(calls(call("1", "web_search", `{"query":"q"}`)), final("see", "https://a.example/x", "https://b.example/"))
+	ans, err := Run(context.Background(), llm, []Tool{tool}, Prompt{Persona: "p", ContextBlock: "c"}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Titles["https://a.example/x"] != "Title A" || ans.Titles["https://b.example/"] != "" || len(ans.SourceURLs) != 2 {
+		t.Fatalf("answer = %+v", ans)
+	}
+}

@@ -89,6 +89,9 @@ type ToolResult struct {
 	SourceURLs []string
 	// Retryable tells the model, on failure, whether trying again may help.
 	Retryable bool
+	// SourceTitles optionally names sources by URL (as given in
+	// SourceURLs), for the Sources section.
+	SourceTitles map[string]string
 }
 
 // Tool is one host-side capability offered to the model. Implementations
@@ -193,4 +196,6 @@ type Answer struct {
 	SourceURLs []string
 	// Fallback selects a persona error instead of Markdown.
 	Fallback Fallback
+	// Titles maps cited URLs to titles the tools reported, when known.
+	Titles map[string]string
 }

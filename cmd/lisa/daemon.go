@@ -223,7 +223,7 @@ func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]
 	}
 	sources := make([]render.Source, 0, len(ans.SourceURLs))
 	for _, u := range ans.SourceURLs {
-		sources = append(sources, render.Source{URL: u})
+		sources = append(sources, render.Source{URL: u, Title: ans.Titles[u]})
 	}
 	invoking := render.Invoking{EventID: c.GetEventId(), Sender: c.GetSender(), Body: c.GetBody()}
 	content, err := a.render.Render(render.Answer{Markdown: markdown, Sources: sources, InReplyTo: invoking})
