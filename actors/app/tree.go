@@ -13,6 +13,7 @@ import (
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/rooms"
 	"github.com/lisabot/lisa/actors/syncer"
+	"github.com/lisabot/lisa/actors/tools"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -40,6 +41,9 @@ type TreeConfig struct {
 	Invoker   invocation.Invoker
 	// InvocationTimeout bounds one attempt.
 	InvocationTimeout time.Duration
+	// ToolWorkers, when positive, adds the tool pool with that many
+	// workers.
+	ToolWorkers int
 	// OnLost is called when a top-level actor stops for good (it kept
 	// failing, or was stopped individually).
 	OnLost func(child string)
@@ -97,6 +101,9 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		Clock: cfg.Clock, Logger: cfg.Logger,
 	}, s.Options()...)
 	children := []Child{{Name: "rooms", Props: roomsProps}}
+	if cfg.ToolWorkers > 0 {
+		children = append(children, Child{Name: "tools", Props: tools.Props(cfg.ToolWorkers, cfg.Logger, s.Options()...)})
+	}
 	if cfg.Sync != nil {
 		children = append(children, Child{Name: "sync", Props: syncer.Props(syncer.Config{
 			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
@@ -115,6 +122,11 @@ type SyncConfig struct {
 	Backoff  syncer.Backoff
 	Jitter   func() float64
 	Hooks    *syncer.Hooks
+}
+
+// ToolsPID returns the address of the tool pool.
+func (s *System) ToolsPID() *actor.PID {
+	return actor.NewPID(s.Actors.Address(), "app/tools")
 }
 
 // SyncPID returns the address of the sync actor.

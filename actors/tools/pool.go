@@ -170,7 +170,7 @@ func NewClient(root *actor.RootContext, pid *actor.PID) *Client {
 
 // Run queues work and waits for its result or for ctx to end. It must not
 // be called from inside an actor's Receive.
-func (c *Client) Run(ctx context.Context, work Work) (any, error) {
+func (c *Client) Run(ctx context.Context, work func(ctx context.Context) any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

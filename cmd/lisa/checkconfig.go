@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
+	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/config"
 )
 
@@ -13,7 +15,7 @@ import (
 // validates and resolves the file, prints every problem to stderr (one per
 // line, key first) and exits 2, or prints a short summary without secrets
 // and exits 0.
-func checkConfig(_ context.Context, c *cli, args []string) int {
+func checkConfig(ctx context.Context, c *cli, args []string) int {
 	fs := newFlagSet(c, "check-config", "--config FILE")
 	path := fs.String("config", "", "the TOML configuration `FILE` to check (required)")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -30,6 +32,11 @@ func checkConfig(_ context.Context, c *cli, args []string) int {
 		return exitUsage
 	}
 	cfg := r.Config
+	version, err := checkPandoc(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "pandoc: %s\n", err.Error())
+		return exitUsage
+	}
 	search := "disabled (search.endpoint is empty)"
 	if cfg.Search.Enabled() {
 		search = "enabled"
@@ -41,6 +48,7 @@ func checkConfig(_ context.Context, c *cli, args []string) int {
 	fmt.Fprintf(c.stdout, "  model:      %s\n", cfg.LLM.Model)
 	fmt.Fprintf(c.stdout, "  web search: %s\n", search)
 	fmt.Fprintf(c.stdout, "  data dir:   %s\n", cfg.Runtime.DataDir)
+	fmt.Fprintf(c.stdout, "  pandoc:     %s\n", version)
 	return exitOK
 }
 
@@ -55,4 +63,12 @@ func printConfigError(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintln(w, err.Error())
+}
+
+// checkPandoc verifies that the pandoc executable is present and new enough
+// for --sandbox; html_to_markdown depends on it.
+func checkPandoc(ctx context.Context, cfg config.Config) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout()}).Check(ctx)
 }

@@ -14,10 +14,15 @@ import (
 	"github.com/lisabot/lisa/actors/orchestrate"
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/syncer"
+	"github.com/lisabot/lisa/actors/tools"
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/adapters/render"
+	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/adapters/roomctx"
+	"github.com/lisabot/lisa/adapters/search"
+	"github.com/lisabot/lisa/adapters/web"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -39,13 +44,18 @@ type daemon struct {
 	stopping    *atomic.Bool
 }
 
+// toolWorkers is the size of the tool pool: searches, downloads and
+// conversions run at most this many at a time.
+const toolWorkers = 4
+
 // typingClearTimeout bounds the final "typing off" request.
 const typingClearTimeout = 5 * time.Second
 
 // daemonDeps are the outside parts a daemon talks to.
 type daemonDeps struct {
 	session *matrix.Client
-	invoker invocation.Invoker
+	// invoker builds what answers an invocation, given the tool pool.
+	invoker func(tools research.Runner) invocation.Invoker
 	// sender overrides the session as reply sender (failpoints wrap it).
 	sender room.Sender
 	hooks  *syncer.Hooks
@@ -80,7 +90,8 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 	if sender == nil {
 		sender = deps.session
 	}
-	invoker := invocation.WithTyping(deps.invoker, deps.session, invocation.TypingLease{
+	pool := tools.NewClient(sys.Root, sys.ToolsPID())
+	invoker := invocation.WithTyping(deps.invoker(pool), deps.session, invocation.TypingLease{
 		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
 	}, log)
 	source := matrix.NewSource(deps.session, matrix.SyncOptions{
@@ -112,6 +123,7 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
+		ToolWorkers:  toolWorkers,
 		SendTimeout:  time.Minute,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
@@ -196,6 +208,7 @@ func (d *daemon) idle() bool {
 // persona's own words from the configuration.
 type answerer struct {
 	context  *roomctx.Builder
+	research *research.Deps // nil: no tools
 	llm      orchestrate.LLM
 	tools    []orchestrate.Tool
 	persona  string
@@ -210,7 +223,12 @@ func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]
 	if err != nil {
 		return nil, err
 	}
-	ans, err := orchestrate.Run(ctx, a.llm, a.tools, orchestrate.Prompt{Persona: a.persona, ContextBlock: block}, a.limits)
+	tools := a.tools
+	if a.research != nil {
+		// A fresh session per invocation: its own artifacts and sources.
+		tools = append(tools, research.NewSession(*a.research).Tools()...)
+	}
+	ans, err := orchestrate.Run(ctx, a.llm, tools, orchestrate.Prompt{Persona: a.persona, ContextBlock: block}, a.limits)
 	if err != nil {
 		return nil, err // transient failures are retried; the last attempt's failure becomes generic_error
 	}
@@ -239,10 +257,28 @@ func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]
 	return content, nil
 }
 
-// newAnswerer builds the production answerer for res.
-func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger) answerer {
+// newAnswerer builds the production answerer for res; its research tools
+// run in pool.
+func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, pool research.Runner) answerer {
 	cfg := res.Config
+	deps := &research.Deps{
+		Fetch: web.NewFetcher(web.Config{
+			ConnectTimeout: cfg.Web.ConnectTimeout(), ReadTimeout: cfg.Web.ReadTimeout(), TotalTimeout: cfg.Web.TotalTimeout(),
+			MaxRedirects: cfg.Web.MaxRedirects, MaxDownloadBytes: int64(cfg.Web.MaxDownloadBytes),
+			UserAgent: cfg.Web.UserAgent, AllowPrivateAddresses: cfg.Web.AllowPrivateAddresses,
+		}),
+		Convert: pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout(), MaxOutputBytes: 4 * cfg.Web.MaxToolOutputCharacters, Logger: log}),
+		Runner:  pool,
+
+		MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
+		MaxTotalArtifactBytes:   int64(cfg.Web.MaxTotalArtifactBytes),
+	}
+	if cfg.Search.Enabled() {
+		deps.Search = search.New(search.Config{Endpoint: cfg.Search.Endpoint, APIKey: res.SearchAPIKey.Reveal(),
+			MaxResults: cfg.Search.MaxResults, Timeout: cfg.Search.Timeout(), UserAgent: cfg.Web.UserAgent})
+	}
 	return answerer{
+		research: deps,
 		context: roomctx.New(session, cfg.Matrix.UserID, roomctx.Limits{
 			MaxEvents: cfg.Context.MaxEvents, MaxCharacters: cfg.Context.MaxCharacters,
 			MaxEventCharacters: cfg.Context.MaxEventCharacters, MaxReplyDepth: cfg.Context.MaxReplyDepth,

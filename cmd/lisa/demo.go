@@ -13,8 +13,10 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
@@ -156,7 +158,7 @@ log_level = "warn"
 	}
 	d, err := startDaemon(res, log, daemonDeps{
 		session: session,
-		invoker: newAnswerer(res, session, log),
+		invoker: func(pool research.Runner) invocation.Invoker { return newAnswerer(res, session, log, pool) },
 	})
 	if err != nil {
 		return err

@@ -7,10 +7,12 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages/roompb"
 )
@@ -57,7 +59,7 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	deps := daemonDeps{
 		fatal:   func() { lost.Store(true); cancel() },
 		session: session,
-		invoker: newAnswerer(res, session, log),
+		invoker: func(pool research.Runner) invocation.Invoker { return newAnswerer(res, session, log, pool) },
 	}
 	applyFailpoint(c.getenv, &deps, log)
 	d, err := startDaemon(res, log, deps)
