@@ -57,6 +57,8 @@ type e2e struct {
 	timelineLimit int
 	// device overrides the configured device ID (to test the whoami check).
 	device string
+	// extraConfig is appended to the configuration file (more sections).
+	extraConfig string
 }
 
 func newE2E(t *testing.T, allowedRooms int) *e2e {
@@ -139,6 +141,7 @@ shutdown_grace_seconds = 5
 invocation_timeout_seconds = 60
 log_level = "info"
 `, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), e.maxConc)
+	cfg += e.extraConfig
 	path := filepath.Join(e.dir, "lisa.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		e.t.Fatal(err)

@@ -47,6 +47,12 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		return exitUsage
 	}
 	log := logging.New(c.stderr, res.Config.Runtime.SlogLevel(), res.Secrets())
+	if v, err := checkPandoc(ctx, res.Config); err != nil {
+		log.Error("cannot start: pandoc is needed for html_to_markdown", "err", err.Error())
+		return exitFailure
+	} else {
+		log.Info("pandoc found", "version", v)
+	}
 	m := res.Config.Matrix
 	session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, res.MatrixAccessToken.Reveal(), nil)
 	if err != nil {
