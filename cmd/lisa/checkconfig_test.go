@@ -192,3 +192,19 @@ func TestCheckConfigGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigNeedsPandoc: without a pandoc new enough for --sandbox the
+// configuration is not usable (html_to_markdown depends on it).
+func TestCheckConfigNeedsPandoc(t *testing.T) {
+	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": "token", "LISA_LLM_API_KEY": "key"}
+	example := filepath.Join("..", "..", "config.example.toml")
+	r := runLisa(t, env, "check-config", "--config", example)
+	if r.code != exitOK || !strings.Contains(r.stdout, "pandoc:") {
+		t.Fatalf("with pandoc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	t.Setenv("PATH", t.TempDir()) // no pandoc anywhere
+	r = runLisa(t, env, "check-config", "--config", example)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "pandoc") {
+		t.Fatalf("without pandoc: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -139,7 +139,8 @@ func TestResearchEndToEnd(t *testing.T) {
 				t.Fatalf("a fabricated source reached the room: %s", raw)
 			}
 			formatted, _ := reply.Content.Raw["formatted_body"].(string)
-			if !strings.Contains(formatted, `href="`+pageURL+`"`) || !strings.Contains(formatted, "Sources") {
+			if !strings.Contains(formatted, `href="`+pageURL+`"`) || !strings.Contains(formatted, "Sources") ||
+				!strings.Contains(formatted, "Research Topic") {
 				t.Fatalf("the page is not linked under Sources: %s", formatted)
 			}
 			if len(searx.Requests()) == 0 || pageHits.Load() == 0 {
