@@ -19,6 +19,7 @@ const (
 	ToolConversionFailed       ToolCode = "conversion_failed"
 	ToolOutputTooLarge         ToolCode = "output_too_large"
 	ToolInvocationLimit        ToolCode = "invocation_limit"
+	ToolFailed                 ToolCode = "tool_failed"
 )
 
 // ToolError is a tool failure the model may see: a code, a short safe

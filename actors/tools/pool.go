@@ -56,6 +56,7 @@ type pool struct {
 }
 
 type (
+	cancelJob struct{ j *job }
 	finished  struct{ worker *actor.PID }
 	runJob    struct{ j *job }
 	poisonous struct{ value string }
@@ -79,6 +80,16 @@ func (p *pool) Receive(ctx actor.Context) {
 		p.queue = append(p.queue, m)
 		p.st.MaxQueued = max(p.st.MaxQueued, len(p.queue))
 		p.pump(ctx)
+	case *cancelJob:
+		// The caller gave up: drop the job if it still waits, so the
+		// queue length stays an honest measure of back-pressure.
+		for i, q := range p.queue {
+			if q == m.j {
+				p.queue = append(p.queue[:i:i], p.queue[i+1:]...)
+				m.j.done <- context.Canceled
+				break
+			}
+		}
 	case *finished:
 		delete(p.busy, m.worker.Id)
 		p.st.Completed++
@@ -183,6 +194,7 @@ func (c *Client) Run(ctx context.Context, work func(ctx context.Context) any) (a
 		}
 		return res, nil
 	case <-ctx.Done():
+		c.root.Send(c.pool, &cancelJob{j: j})
 		return nil, ctx.Err()
 	}
 }

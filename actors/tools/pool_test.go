@@ -89,8 +89,7 @@ func TestPanickingWorkIsReportedAndWorkerReplaced(t *testing.T) {
 
 func TestCancelledCallsLeaveTheQueue(t *testing.T) {
 	_, c := startPool(t, 1)
-	block := make(chan struct{})
-	defer close(block)
+	block := make(chan struct{}, 1)
 	go func() { _, _ = c.Run(context.Background(), func(context.Context) any { <-block; return nil }) }()
 	waitStatus(t, c, func(st *Status) bool { return st.Busy == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -105,6 +104,9 @@ func TestCancelledCallsLeaveTheQueue(t *testing.T) {
 	if err := <-errc; err != context.Canceled {
 		t.Fatalf("err = %v", err)
 	}
+	// The cancelled call leaves the queue at once, while the worker is
+	// still busy.
+	waitStatus(t, c, func(st *Status) bool { return st.Queued == 0 && st.Busy == 1 })
 	// A running call sees its context end.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel2()
@@ -125,6 +127,9 @@ func TestCancelledCallsLeaveTheQueue(t *testing.T) {
 	if got := <-observed; got != "cancelled" {
 		t.Fatalf("running work: %s", got)
 	}
+	// Free the worker; the cancelled call must still never run.
+	block <- struct{}{}
+	waitStatus(t, c, func(st *Status) bool { return st.Busy == 0 && st.Queued == 0 })
 	if ran.Load() {
 		t.Fatal("a cancelled queued call ran")
 	}

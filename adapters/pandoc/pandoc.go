@@ -92,7 +92,9 @@ func New(cfg Config) *Converter {
 
 // convertArgs is the fixed argument list for conversions.
 func convertArgs() []string {
-	return []string{"--from=html", "--to=gfm", "--wrap=none", "--sandbox"}
+	// +RTS -M512M -RTS caps pandoc's heap: untrusted HTML must not exhaust
+	// the host's memory (pandoc's own advice for untrusted input).
+	return []string{"+RTS", "-M512M", "-RTS", "--from=html", "--to=gfm", "--wrap=none", "--sandbox"}
 }
 
 func toolErr(code messages.ToolCode, retryable bool, msg string) *messages.ToolError {
@@ -202,10 +204,10 @@ func (c *Converter) run(ctx context.Context, path string, args []string, stdin [
 	isolate(cmd)
 
 	start := time.Now()
+	// With --sandbox pandoc starts no helpers; a timeout or overflow kills
+	// the whole group through cmd.Cancel. The group is not killed again
+	// after Wait: its number may already belong to someone else.
 	runErr := cmd.Run()
-	if cmd.Process != nil {
-		reap(cmd) // nothing the run started may outlive it
-	}
 	if runErr == nil && !stdout.overflow {
 		return stdout.buf.Bytes(), nil
 	}

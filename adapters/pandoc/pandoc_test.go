@@ -235,7 +235,7 @@ func TestConvertFixedArgsStdinAndMinimalEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantArgs := "arg=--from=html\narg=--to=gfm\narg=--wrap=none\narg=--sandbox\n"
+	wantArgs := "arg=+RTS\narg=-M512M\narg=-RTS\narg=--from=html\narg=--to=gfm\narg=--wrap=none\narg=--sandbox\n"
 	if !strings.HasPrefix(out, wantArgs) {
 		t.Fatalf("args:\n%s", out)
 	}

@@ -6,6 +6,3 @@ import "os/exec"
 
 // isolate keeps exec's default cancellation, which kills only the child.
 func isolate(*exec.Cmd) {}
-
-// reap has nothing extra to do without process groups.
-func reap(*exec.Cmd) {}

@@ -23,8 +23,3 @@ func isolate(cmd *exec.Cmd) {
 		return nil
 	}
 }
-
-// reap kills whatever is left in the child's process group after Wait.
-func reap(cmd *exec.Cmd) {
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-}

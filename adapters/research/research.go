@@ -105,7 +105,7 @@ func (t tool) Call(ctx context.Context, args json.RawMessage) orchestrate.ToolRe
 	if r, ok := res.(orchestrate.ToolResult); ok {
 		return r
 	}
-	return failure(&messages.ToolError{Code: messages.ToolConversionFailed, Message: "the tool failed unexpectedly"})
+	return failure(&messages.ToolError{Code: messages.ToolFailed, Message: "the tool failed unexpectedly"})
 }
 
 func failure(err error) orchestrate.ToolResult {
@@ -156,19 +156,23 @@ func (s *Session) fetch(ctx context.Context, args json.RawMessage) orchestrate.T
 	if err != nil {
 		return failure(err)
 	}
-	isHTML := strings.Contains(page.ContentType, "html")
+	mediaType, _, _ := strings.Cut(page.ContentType, ";")
+	mediaType = strings.TrimSpace(strings.ToLower(mediaType))
+	isHTML := mediaType == "text/html" || mediaType == "application/xhtml+xml"
 	id, err := s.store(&artifact{html: isHTML, finalURL: page.FinalURL, title: page.Title, body: page.Body})
 	if err != nil {
 		return failure(err)
 	}
 	res := orchestrate.ToolResult{OK: true, Code: "ok", SourceURLs: []string{page.FinalURL}, SourceTitles: map[string]string{page.FinalURL: page.Title}}
+	meta := map[string]any{"artifact_id": id, "final_url": page.FinalURL, "content_type": page.ContentType,
+		"byte_count": len(page.Body), "title": page.Title}
 	if isHTML {
-		meta, _ := json.Marshal(map[string]any{"artifact_id": id, "final_url": page.FinalURL, "content_type": page.ContentType,
-			"size_bytes": len(page.Body), "title": page.Title, "next_step": "call html_to_markdown with this artifact_id to read the page"})
-		res.Content = string(meta)
-		return res
+		meta["next_step"] = "call html_to_markdown with this artifact_id to read the page"
+	} else {
+		meta["text"] = s.bound(cleanText(string(page.Body)))
 	}
-	res.Content = s.bound(cleanText(string(page.Body)))
+	b, _ := json.Marshal(meta)
+	res.Content = string(b)
 	return res
 }
 
@@ -219,14 +223,18 @@ func (s *Session) store(a *artifact) (string, error) {
 
 // bound truncates text for the model at a rune boundary, marked.
 func (s *Session) bound(text string) string {
-	max := s.d.MaxToolOutputCharacters
-	if max <= 0 || utf8.RuneCountInString(text) <= max {
+	limit := s.d.MaxToolOutputCharacters
+	if limit <= 0 || utf8.RuneCountInString(text) <= limit {
 		return text
 	}
 	const marker = "\n…(truncated)"
+	keep := limit - utf8.RuneCountInString(marker)
+	if keep <= 0 {
+		return string([]rune(text)[:limit])
+	}
 	n := 0
 	for i := range text {
-		if n == max-utf8.RuneCountInString(marker) {
+		if n == keep {
 			return text[:i] + marker
 		}
 		n++

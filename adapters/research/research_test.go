@@ -79,7 +79,7 @@ func TestResearchTools(t *testing.T) {
 		t.Fatalf("convert = %+v", r)
 	}
 	r = call(t, tools, "fetch_web_page", map[string]string{"url": "https://example.org/text"})
-	if !r.OK || r.Content != "plain\nwords" {
+	if !r.OK || !strings.Contains(r.Content, `"text":"plain\nwords"`) || !strings.Contains(r.Content, `"byte_count":13`) {
 		t.Fatalf("plain text = %+v", r)
 	}
 
@@ -117,5 +117,14 @@ func TestPoolRefusalBecomesToolResult(t *testing.T) {
 	}
 	if len(NewSession(Deps{}).Tools()) != 2 {
 		t.Fatal("web_search offered without a search endpoint")
+	}
+}
+
+func TestBoundTinyLimits(t *testing.T) {
+	for _, limit := range []int{1, 5, 13, 14, 100} {
+		s := NewSession(Deps{MaxToolOutputCharacters: limit})
+		if got := []rune(s.bound(strings.Repeat("é", 1000))); len(got) > limit {
+			t.Errorf("limit %d: %d runes", limit, len(got))
+		}
 	}
 }

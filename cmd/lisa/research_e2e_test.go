@@ -60,7 +60,7 @@ func researchScript(pageURL string, obeyInjection bool) func(llmfake.Request) ll
 	}
 }
 
-func (e *e2e) researchConfig(searchURL string) {
+func (e *e2e) researchConfig(searchURL string, allowPrivate bool) {
 	e.extraConfig = fmt.Sprintf(`
 [search]
 endpoint = %q
@@ -68,8 +68,8 @@ max_results = 3
 timeout_seconds = 5
 
 [web]
-allow_private_addresses = true
-`, searchURL)
+allow_private_addresses = %v
+`, searchURL, allowPrivate)
 }
 
 // lisaEvent returns Lisa's reply event to ev.
@@ -97,8 +97,12 @@ func TestResearchEndToEnd(t *testing.T) {
 		name       string
 		pageStatus int
 		injection  bool
+		guardOn    bool
 	}{
 		{name: "search fetch convert cite"},
+		// Default configuration: the page on 127.0.0.1 is a private
+		// address, so the guard refuses it and the server sees nothing.
+		{name: "guard on blocks the local page", guardOn: true},
 		{name: "page says fetch file", injection: true},
 		{name: "fetch fails", pageStatus: 500},
 	} {
@@ -124,7 +128,7 @@ func TestResearchEndToEnd(t *testing.T) {
 			room := e.allowed[0]
 			searx := searxfake.Start(t, searxfake.WithDefault(searxfake.Results(
 				searxfake.Result{URL: pageURL, Title: "Research Topic", Content: "all about the topic"})))
-			e.researchConfig(searx.URL())
+			e.researchConfig(searx.URL(), !c.guardOn)
 			e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(researchScript(pageURL, c.injection))))
 			p := e.start()
 			e.awaitLog(p, "sync baseline recorded")
@@ -143,15 +147,24 @@ func TestResearchEndToEnd(t *testing.T) {
 				!strings.Contains(formatted, "Research Topic") {
 				t.Fatalf("the page is not linked under Sources: %s", formatted)
 			}
-			if len(searx.Requests()) == 0 || pageHits.Load() == 0 {
-				t.Fatalf("search %d, page hits %d: the tools did not run", len(searx.Requests()), pageHits.Load())
+			if len(searx.Requests()) == 0 || (pageHits.Load() == 0) != c.guardOn {
+				t.Fatalf("search %d, page hits %d (guard on: %v)", len(searx.Requests()), pageHits.Load(), c.guardOn)
+			}
+			if c.guardOn {
+				blocked := false
+				for _, r := range e.llm.Requests() {
+					blocked = blocked || strings.Contains(lastToolContent(r), "blocked_address")
+				}
+				if !blocked {
+					t.Fatal("the fetch of a loopback page was not refused with blocked_address")
+				}
 			}
 			for _, r := range e.llm.Requests() {
 				if strings.Contains(string(r.Body), "root:x:0:0") {
 					t.Fatal("a local file reached the model")
 				}
 			}
-			if c.pageStatus == 0 {
+			if c.pageStatus == 0 && !c.guardOn {
 				converted := false
 				for _, r := range e.llm.Requests() {
 					converted = converted || strings.Contains(lastToolContent(r), "**forty-two**")
