@@ -65,6 +65,29 @@ type RoomStatus struct {
 	// Digest is a deterministic rendering of the durable state, equal for
 	// equal states; tests compare live and replayed rooms with it.
 	Digest string
+	// Invocations describes the queue, head first.
+	Invocations []InvocationStatus
+	// LastReplyAtMs is when the latest reply was confirmed (0: never).
+	LastReplyAtMs int64
+}
+
+// InvocationStatus describes one queued invocation, without its body.
+type InvocationStatus struct {
+	EventID    EventID
+	Attempts   uint32
+	Ready      bool
+	QueuedAtMs int64
+	ReadyAtMs  int64
+	LastCode   string
+}
+
+// RoomsStatusRequest asks the rooms supervisor which rooms are running.
+type RoomsStatusRequest struct{}
+
+// RoomsStatus answers RoomsStatusRequest: false for a room stopped after
+// repeated failures and waiting to be respawned.
+type RoomsStatus struct {
+	Running map[RoomID]bool
 }
 
 // SyncBatch is one /sync response after classification: the cursor to

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -25,6 +26,8 @@ type Stats struct {
 	Restarts int64
 	// Failures counts panics this actor raised.
 	Failures int64
+	// Age is how long the current incarnation's mailbox has existed.
+	Age time.Duration
 }
 
 // Registry tracks every actor whose props use its mailbox producer.
@@ -86,6 +89,7 @@ func (r *Registry) Snapshot(sys *actor.ActorSystem) []Stats {
 			Received: m.received.Load(),
 			Restarts: r.restarts[id],
 			Failures: max(r.failures[id], m.failures.Load()),
+			Age:      time.Since(m.since),
 		})
 		return true
 	})
@@ -114,12 +118,14 @@ func (r *Registry) Get(sys *actor.ActorSystem, id string) (Stats, bool) {
 type tracked struct {
 	actor.Mailbox
 	reg                        *Registry
+	since                      time.Time
 	posted, received, failures atomic.Int64
 }
 
 func (m *tracked) RegisterHandlers(inv actor.MessageInvoker, d actor.Dispatcher) {
 	// protoactor sets the context's self PID before registering handlers.
 	if c, ok := inv.(actor.Context); ok && c.Self() != nil {
+		m.since = time.Now()
 		m.reg.mailboxes.Store(c.Self().Id, m)
 	}
 	m.Mailbox.RegisterHandlers(&invoker{MessageInvoker: inv, mb: m}, d)

@@ -310,8 +310,13 @@ func (r *roomActor) status() *messages.RoomStatus {
 		Failed:    r.m.FailedAttempts,
 		Digest:    Digest(&r.m.State),
 	}
+	st.LastReplyAtMs = r.m.LastReplyAtMs
 	for _, inv := range r.m.Queue {
 		st.Queue = append(st.Queue, messages.EventID(inv.EventID()))
+		st.Invocations = append(st.Invocations, messages.InvocationStatus{
+			EventID: messages.EventID(inv.EventID()), Attempts: inv.Attempts, Ready: inv.Ready,
+			QueuedAtMs: inv.QueuedAtMs, ReadyAtMs: inv.ReadyAtMs, LastCode: inv.LastCode,
+		})
 	}
 	if h := r.m.Head(); h != nil {
 		st.Attempts = h.Attempts

@@ -21,11 +21,13 @@ type Invocation struct {
 	Attempts   uint32
 	// FirstStartedAtMs is when the first attempt started (0: not yet).
 	FirstStartedAtMs int64
-	LastCode         string
-	Ready            bool
-	TxnID            string
-	Content          []byte
-	IsError          bool
+	// ReadyAtMs is when the reply was fixed (0: not yet).
+	ReadyAtMs int64
+	LastCode  string
+	Ready     bool
+	TxnID     string
+	Content   []byte
+	IsError   bool
 }
 
 // EventID returns the invoking event's ID.
@@ -42,6 +44,8 @@ type State struct {
 	Recent []string
 	// Counters.
 	Answered, FailedAttempts, Abandoned, Duplicates uint64
+	// LastReplyAtMs is when the latest reply was confirmed sent.
+	LastReplyAtMs int64
 }
 
 // Head returns the invocation at the front of the queue, or nil.
@@ -121,11 +125,13 @@ func (s *State) Apply(ev proto.Message) error {
 			return err
 		}
 		inv.Ready, inv.TxnID, inv.Content, inv.IsError = true, e.GetTxnId(), e.GetContent(), e.GetIsError()
+		inv.ReadyAtMs = e.GetReadyAtMs()
 	case *roompb.ReplySent:
 		if err := s.finish(e.GetEventId()); err != nil {
 			return err
 		}
 		s.Answered++
+		s.LastReplyAtMs = e.GetSentAtMs()
 	case *roompb.ReplyAbandoned:
 		if err := s.finish(e.GetEventId()); err != nil {
 			return err
@@ -146,6 +152,7 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 		FailedAttempts: s.FailedAttempts,
 		Abandoned:      s.Abandoned,
 		Duplicates:     s.Duplicates,
+		LastReplyAtMs:  s.LastReplyAtMs,
 	}
 	for _, inv := range s.Queue {
 		snap.Queue = append(snap.Queue, &roompb.Invocation{
@@ -159,6 +166,7 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 			LastCode:   inv.LastCode,
 
 			FirstStartedAtMs: inv.FirstStartedAtMs,
+			ReadyAtMs:        inv.ReadyAtMs,
 		})
 	}
 	return snap
@@ -173,6 +181,7 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 		FailedAttempts: snap.GetFailedAttempts(),
 		Abandoned:      snap.GetAbandoned(),
 		Duplicates:     snap.GetDuplicates(),
+		LastReplyAtMs:  snap.GetLastReplyAtMs(),
 	}
 	for _, inv := range snap.GetQueue() {
 		s.Queue = append(s.Queue, &Invocation{
@@ -186,6 +195,7 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 			IsError:    inv.GetIsError(),
 
 			FirstStartedAtMs: inv.GetFirstStartedAtMs(),
+			ReadyAtMs:        inv.GetReadyAtMs(),
 		})
 	}
 	return s

@@ -89,6 +89,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if sender := ctx.Sender(); sender != nil {
 			s.forget(ctx.Send, sender.Id)
 		}
+	case *messages.RoomsStatusRequest:
+		st := &messages.RoomsStatus{Running: map[messages.RoomID]bool{}}
+		for _, room := range s.cfg.Rooms {
+			st.Running[messages.RoomID(room)] = s.children[room] != nil
+		}
+		ctx.Respond(st)
 	case *messages.SlotStatusRequest:
 		st := &messages.SlotStatus{Limit: s.cfg.MaxConcurrent, MaxHeld: s.maxHeld}
 		for id := range s.holders {

@@ -681,6 +681,7 @@ type Invocation struct {
 	// When the first attempt started: the invocation's deadline counts from
 	// here across all attempts.
 	FirstStartedAtMs int64 `protobuf:"varint,9,opt,name=first_started_at_ms,json=firstStartedAtMs,proto3" json:"first_started_at_ms,omitempty"`
+	ReadyAtMs        int64 `protobuf:"varint,10,opt,name=ready_at_ms,json=readyAtMs,proto3" json:"ready_at_ms,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -778,6 +779,13 @@ func (x *Invocation) GetFirstStartedAtMs() int64 {
 	return 0
 }
 
+func (x *Invocation) GetReadyAtMs() int64 {
+	if x != nil {
+		return x.ReadyAtMs
+	}
+	return 0
+}
+
 // RoomSnapshot is the room state before the journal event at
 // next_event_index.
 type RoomSnapshot struct {
@@ -790,6 +798,7 @@ type RoomSnapshot struct {
 	FailedAttempts uint64   `protobuf:"varint,5,opt,name=failed_attempts,json=failedAttempts,proto3" json:"failed_attempts,omitempty"`
 	Abandoned      uint64   `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	Duplicates     uint64   `protobuf:"varint,7,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	LastReplyAtMs  int64    `protobuf:"varint,8,opt,name=last_reply_at_ms,json=lastReplyAtMs,proto3" json:"last_reply_at_ms,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -873,6 +882,13 @@ func (x *RoomSnapshot) GetDuplicates() uint64 {
 	return 0
 }
 
+func (x *RoomSnapshot) GetLastReplyAtMs() int64 {
+	if x != nil {
+		return x.LastReplyAtMs
+	}
+	return 0
+}
+
 var File_room_proto protoreflect.FileDescriptor
 
 const file_room_proto_rawDesc = "" +
@@ -937,7 +953,7 @@ const file_room_proto_rawDesc = "" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
-	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xaf\x02\n" +
+	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xcf\x02\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -949,7 +965,9 @@ const file_room_proto_rawDesc = "" +
 	"\x05ready\x18\x06 \x01(\bR\x05ready\x12\x19\n" +
 	"\bis_error\x18\a \x01(\bR\aisError\x12\x1b\n" +
 	"\tlast_code\x18\b \x01(\tR\blastCode\x12-\n" +
-	"\x13first_started_at_ms\x18\t \x01(\x03R\x10firstStartedAtMs\"\x83\x02\n" +
+	"\x13first_started_at_ms\x18\t \x01(\x03R\x10firstStartedAtMs\x12\x1e\n" +
+	"\vready_at_ms\x18\n" +
+	" \x01(\x03R\treadyAtMs\"\xac\x02\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
@@ -959,7 +977,8 @@ const file_room_proto_rawDesc = "" +
 	"\tabandoned\x18\x06 \x01(\x04R\tabandoned\x12\x1e\n" +
 	"\n" +
 	"duplicates\x18\a \x01(\x04R\n" +
-	"duplicatesB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
+	"duplicates\x12'\n" +
+	"\x10last_reply_at_ms\x18\b \x01(\x03R\rlastReplyAtMsB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
 
 var (
 	file_room_proto_rawDescOnce sync.Once
