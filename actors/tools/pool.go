@@ -40,19 +40,20 @@ func Props(workers int, log *slog.Logger, opts ...actor.PropsOption) *actor.Prop
 		workers = 1
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &pool{n: workers, log: log, busy: map[string]*job{}}
+		return &pool{n: workers, log: log, busy: map[string]*job{}, workerOpts: opts}
 	}, opts...)
 }
 
 type pool struct {
-	n       int
-	self    *actor.PID
-	log     *slog.Logger
-	workers []*actor.PID
-	idle    []*actor.PID
-	busy    map[string]*job // worker ID -> its job
-	queue   []*job
-	st      Status
+	n          int
+	workerOpts []actor.PropsOption // the pool's own options (mailbox tracking, panic logging)
+	self       *actor.PID
+	log        *slog.Logger
+	workers    []*actor.PID
+	idle       []*actor.PID
+	busy       map[string]*job // worker ID -> its job
+	queue      []*job
+	st         Status
 }
 
 type (
@@ -69,7 +70,7 @@ func (p *pool) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.self = ctx.Self()
 		for i := 1; i <= p.n; i++ {
-			pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &worker{} }), fmt.Sprintf("w%d", i))
+			pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &worker{} }, p.workerOpts...), fmt.Sprintf("w%d", i))
 			if err != nil {
 				panic(fmt.Errorf("tools: spawn worker: %w", err))
 			}

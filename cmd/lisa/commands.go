@@ -50,6 +50,18 @@ func commands() []command {
 			run:     runCmd,
 		},
 		{
+			name:    "shell",
+			usage:   "(--config FILE | --socket PATH) [--json]",
+			summary: "debug shell of a running Lisa: actors, rooms, invocations, journal, health",
+			run:     shellCmd,
+		},
+		{
+			name:    "health",
+			usage:   "(--config FILE | --socket PATH)",
+			summary: "exit 0 healthy, 1 degraded, 2 not reachable; prints a JSON summary",
+			run:     healthCmd,
+		},
+		{
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",

@@ -15,6 +15,7 @@ import (
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/actors/tools"
+	"github.com/lisabot/lisa/adapters/admin"
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/pandoc"
@@ -42,6 +43,12 @@ type daemon struct {
 	rooms       []string
 	invocations *sync.WaitGroup
 	stopping    *atomic.Bool
+	tools       *tools.Client
+	admin       *admin.Server
+	crashable   bool
+	// syncAgeLimit: without a successful sync for this long, Lisa is
+	// degraded.
+	syncAgeLimit time.Duration
 }
 
 // toolWorkers is the size of the tool pool: searches, downloads and
@@ -59,6 +66,8 @@ type daemonDeps struct {
 	// sender overrides the session as reply sender (failpoints wrap it).
 	sender room.Sender
 	hooks  *syncer.Hooks
+	// crashable arms the test-only "crash <room>" admin command.
+	crashable bool
 	// fatal is called when part of the actor tree is gone for good; the
 	// process should then exit non-zero so its supervisor restarts it.
 	fatal func()
@@ -135,13 +144,23 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 			Hooks:    deps.hooks,
 		},
 		Clock: app.RealClock{}, Logger: log,
+		RoomOptions: crashOptions(deps.crashable),
 	})
 	if _, err := sys.Start(tree); err != nil {
 		_ = store.Close()
 		return nil, err
 	}
-	return &daemon{store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
-		rooms: cfg.Matrix.AllowedRoomIDs, invocations: invocations, stopping: stopping}, nil
+	d := &daemon{crashable: deps.crashable, store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
+		rooms: cfg.Matrix.AllowedRoomIDs, invocations: invocations, stopping: stopping, tools: pool,
+		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second}
+	if d.admin, err = admin.Listen(cfg.Runtime.AdminSocket, d, log); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = sys.Stop(stopCtx)
+		_ = store.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // stop shuts down in order within the grace period: no new intake, no new
@@ -156,6 +175,9 @@ func (d *daemon) stop(ctx context.Context) error {
 	reserve := min(2*time.Second, d.grace/2)
 	deadline := time.Now().Add(d.grace - reserve)
 	d.stopping.Store(true)
+	if d.admin != nil {
+		_ = d.admin.Close()
+	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	stopSync := d.sys.Root.StopFuture(d.sys.SyncPID())

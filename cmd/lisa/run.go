@@ -27,6 +27,7 @@ const (
 	fpAfterSyncCommit = "after-sync-commit" // candidates and cursor committed, no room nudged
 	fpBeforeSend      = "before-send"       // ReplyReady persisted, nothing sent
 	fpAfterSend       = "after-send"        // homeserver accepted, ReplySent not persisted
+	fpAdminCrash      = "admin-crash"       // the admin socket accepts "crash <room>"
 )
 
 // runCmd is `lisa run --config FILE`: the daemon, until SIGTERM or SIGINT.
@@ -101,6 +102,8 @@ func applyFailpoint(getenv config.LookupEnv, deps *daemonDeps, log *slog.Logger)
 				die()
 			}
 		}}
+	case fpAdminCrash:
+		deps.crashable = true
 	case fpBeforeSend, fpAfterSend:
 		deps.sender = failpointSender{inner: deps.session, before: fp == fpBeforeSend, die: die}
 	}

@@ -46,6 +46,15 @@ type Proxy struct {
 	rules   []*Rule
 	applied int
 	log     []Record
+	down    bool
+}
+
+// SetDown makes the proxy answer every request with 502, as if the server
+// behind it were gone, until SetDown(false).
+func (p *Proxy) SetDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
 }
 
 // Start runs a proxy to target on a loopback port and stops it when the
@@ -63,6 +72,13 @@ func Start(t testing.TB, target string) *Proxy {
 		t.Fatal(err)
 	}
 	p.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			http.Error(w, "server down", http.StatusBadGateway)
+			return
+		}
 		f, ok := p.take(r)
 		if !ok {
 			rp.ServeHTTP(w, r)
