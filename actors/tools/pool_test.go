@@ -45,7 +45,7 @@ func TestPoolBoundsConcurrencyAndQueues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Busy == 3 && st.Queued == 7 {
+		if st.Busy == 3 && st.Queued == 7 && running.Load() == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
