@@ -59,6 +59,9 @@ type e2e struct {
 	device string
 	// extraConfig is appended to the configuration file (more sections).
 	extraConfig string
+	// persona overrides the persona file's text; llmKey sets llm.api_key
+	// (through the environment).
+	persona, llmKey string
 }
 
 func newE2E(t *testing.T, allowedRooms int) *e2e {
@@ -106,7 +109,15 @@ func (e *e2e) writeConfig() string {
 	for _, r := range e.allowed {
 		rooms = append(rooms, fmt.Sprintf("%q", r))
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, "persona.md"), []byte("You are Lisa, brief and kind.\n"), 0o600); err != nil {
+	persona := "You are Lisa, brief and kind.\n"
+	if e.persona != "" {
+		persona = e.persona
+	}
+	keyLine := ""
+	if e.llmKey != "" {
+		keyLine = `api_key = "env:LISA_LLM_API_KEY"`
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "persona.md"), []byte(persona), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
 	device := e.bot.DeviceID
@@ -127,6 +138,7 @@ gap_page_limit = 5
 [llm]
 base_url = %q
 model = "m"
+%s
 request_timeout_seconds = 30
 
 [persona]
@@ -140,7 +152,7 @@ max_concurrent_rooms = %d
 shutdown_grace_seconds = 5
 invocation_timeout_seconds = 60
 log_level = "info"
-`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), e.maxConc)
+`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), keyLine, e.maxConc)
 	cfg += e.extraConfig
 	path := filepath.Join(e.dir, "lisa.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -163,7 +175,7 @@ func (e *e2e) start(env ...string) *lisaProc {
 	e.t.Helper()
 	cfg := e.writeConfig()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken)
+	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, "LISA_LLM_API_KEY="+e.llmKey)
 	cmd.Env = append(cmd.Env, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

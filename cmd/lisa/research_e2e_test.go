@@ -186,3 +186,58 @@ func TestResearchEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestLogCanaries runs a full research invocation, a failing LLM call and
+// a crash-free restart with canary values in every secret and every kind
+// of content, and checks Lisa's captured logs contain none of them.
+func TestLogCanaries(t *testing.T) {
+	const (
+		llmKey    = "sk-CANARY-LLMKEY-0001"
+		searchKey = "CANARY-SEARCHKEY-0002"
+	)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><head><title>CANARY-PAGETITLE</title></head><body><p>CANARY-PAGEBODY</p></body></html>")
+	}))
+	defer page.Close()
+	pageURL := page.URL + "/CANARY-URLPATH?q=CANARY-URLQUERY"
+
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	e.persona = "CANARY-PERSONA: you are Lisa.\n"
+	e.llmKey = llmKey
+	searx := searxfake.Start(t, searxfake.WithAPIKey(searchKey), searxfake.WithDefault(searxfake.Results(
+		searxfake.Result{URL: pageURL, Title: "CANARY-RESULTTITLE", Content: "CANARY-SNIPPET"})))
+	e.extraConfig = fmt.Sprintf(`
+[search]
+endpoint = %q
+api_key = "env:LISA_SEARCH_API_KEY"
+
+[web]
+allow_private_addresses = true
+`, searx.URL())
+	t.Setenv("LISA_SEARCH_API_KEY", searchKey)
+	e.llm = llmfake.Start(t, llmfake.WithAPIKey(llmKey), llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(researchScript(pageURL, false))))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(room, "CANARY-MESSAGEBODY please research")
+	e.awaitReply(room, ev)
+	e.llm.Enqueue(llmfake.Error(401, "CANARY-PROVIDERERROR"))
+	ev2 := e.mention(room, "CANARY-SECONDBODY")
+	e.awaitReply(room, ev2)
+	e.settle(room)
+	if len(searx.Requests()) == 0 || !searx.Requests()[0].AuthValid || !e.llm.Requests()[0].Authorized {
+		t.Fatal("the canary keys were not actually used")
+	}
+	logs := p.text()
+	if !strings.Contains(logs, "invocation accepted") {
+		t.Fatalf("no logs captured:\n%s", logs)
+	}
+	for _, canary := range []string{llmKey, searchKey, e.bot.AccessToken, "CANARY-PERSONA", "CANARY-MESSAGEBODY", "CANARY-SECONDBODY",
+		"CANARY-PAGETITLE", "CANARY-PAGEBODY", "CANARY-URLPATH", "CANARY-URLQUERY", "CANARY-RESULTTITLE", "CANARY-SNIPPET",
+		"CANARY-PROVIDERERROR", "lisa research topic", string(room), string(ev)} {
+		if strings.Contains(logs, canary) {
+			t.Errorf("logs contain %q", canary)
+		}
+	}
+}
