@@ -183,6 +183,9 @@ type RuntimeConfig struct {
 	// AdminSocket is the Unix socket of the debug shell and health check.
 	// Empty means "admin.sock" inside DataDir (see [Config.WithDefaults]).
 	AdminSocket string `koanf:"admin_socket"`
+	// MetricsListen is the loopback host:port of the Prometheus endpoint
+	// (/metrics). Empty turns it off. Non-loopback addresses are refused.
+	MetricsListen string `koanf:"metrics_listen"`
 }
 
 // InvocationTimeout returns InvocationTimeoutSeconds as a duration.

@@ -2,7 +2,10 @@ package config
 
 import (
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -192,6 +195,9 @@ func (r RuntimeConfig) validate(ps *Problems) {
 	default:
 		ps.add("runtime.log_level", "must be one of debug, info, warn, error")
 	}
+	if msg := metricsListenProblem(r.MetricsListen); msg != "" {
+		ps.add("runtime.metrics_listen", "%s", msg)
+	}
 	if r.DataDir != "" { // otherwise the socket default is unknown; data_dir is reported
 		if msg := socketPathProblem(r.AdminSocket); msg != "" {
 			ps.add("runtime.admin_socket", "%s", msg)
@@ -343,6 +349,30 @@ func secretRefProblem(ref SecretRef, required bool) string {
 	}
 	if !validEnvName(name) {
 		return "has an invalid variable name after env: (use letters, digits and underscores, not starting with a digit)"
+	}
+	return ""
+}
+
+// metricsListenProblem checks runtime.metrics_listen: empty (off) or a
+// loopback host:port. Metrics reveal activity patterns; they are never
+// served beyond this machine.
+func metricsListenProblem(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "must be host:port on a loopback address, such as 127.0.0.1:9464"
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "has an invalid port"
+	}
+	if host == "localhost" {
+		return ""
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.Unmap().IsLoopback() {
+		return "must be a loopback address (127.0.0.1, [::1] or localhost): metrics are never served beyond this machine"
 	}
 	return ""
 }

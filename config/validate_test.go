@@ -317,3 +317,18 @@ func TestDurationsAndLevels(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsListen(t *testing.T) {
+	for _, c := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"", true}, {"127.0.0.1:9464", true}, {"[::1]:9464", true}, {"localhost:9464", true}, {"127.8.9.1:1", true},
+		{"0.0.0.0:9464", false}, {"192.168.1.5:9464", false}, {"[::]:9464", false}, {"example.org:9464", false},
+		{"127.0.0.1", false}, {"127.0.0.1:0", false}, {"127.0.0.1:99999", false}, {":9464", false},
+	} {
+		if got := metricsListenProblem(c.addr) == ""; got != c.ok {
+			t.Errorf("metrics_listen %q accepted=%v, want %v", c.addr, got, c.ok)
+		}
+	}
+}
