@@ -51,6 +51,15 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	return &Badger{db: db}, nil
 }
 
+// Size returns the database's size on disk (LSM tree plus value log).
+func (s *Badger) Size() int64 {
+	if s.closed.Load() {
+		return 0
+	}
+	lsm, vlog := s.db.Size()
+	return lsm + vlog
+}
+
 // Close closes the database. It is safe to call more than once.
 func (s *Badger) Close() error {
 	if s.closed.Swap(true) {

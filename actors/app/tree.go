@@ -41,6 +41,8 @@ type TreeConfig struct {
 	Invoker   invocation.Invoker
 	// InvocationTimeout bounds one attempt.
 	InvocationTimeout time.Duration
+	// RoomObserver, if set, receives room outcomes and phases (metrics).
+	RoomObserver room.Observer
 	// ToolWorkers, when positive, adds the tool pool with that many
 	// workers.
 	ToolWorkers int
@@ -91,6 +93,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 			Logger:       cfg.Logger,
 			Generations:  gens,
 			Flights:      flights,
+			Observer:     cfg.RoomObserver,
 			SendTimeout:  cfg.SendTimeout,
 		}, append(s.Options(), cfg.RoomOptions...)...)
 	}
@@ -108,7 +111,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		children = append(children, Child{Name: "sync", Props: syncer.Props(syncer.Config{
 			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
 			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff, Jitter: cfg.Sync.Jitter,
-			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks,
+			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: cfg.Sync.Observer,
 		}, s.Options()...)})
 	}
 	return Props(children, 5, time.Minute, cfg.OnLost, s.Options()...)
@@ -122,6 +125,7 @@ type SyncConfig struct {
 	Backoff  syncer.Backoff
 	Jitter   func() float64
 	Hooks    *syncer.Hooks
+	Observer func(ok bool)
 }
 
 // ToolsPID returns the address of the tool pool.

@@ -46,6 +46,17 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
+// Observer receives what operators measure. Implementations must be safe
+// for concurrent use and must not block.
+type Observer interface {
+	// Outcome reports a finished invocation: "answered", "error_reply"
+	// or "abandoned".
+	Outcome(outcome string)
+	// Phase reports how long a phase took: "queue" (queued to first
+	// attempt) or "send".
+	Phase(phase string, d time.Duration)
+}
+
 // Config wires a room actor.
 type Config struct {
 	Policy    Policy
@@ -67,6 +78,8 @@ type Config struct {
 	// SendTimeout bounds one send. Sends are not cancelled when the room
 	// restarts: the next incarnation waits for them (see Flights).
 	SendTimeout time.Duration
+	// Observer, if set, receives outcomes and phase durations (metrics).
+	Observer Observer
 	// Generations hands out instance numbers so that results addressed to
 	// a previous incarnation of the actor are recognised and dropped.
 	Generations *atomic.Uint64
@@ -201,6 +214,7 @@ func (r *roomActor) step(ctx actor.Context, in Input) {
 			// Persist first, then apply: a snapshot taken inside
 			// PersistReceive must describe the state before ev.
 			r.PersistReceive(ev)
+			r.observe(ev, now)
 			if err := r.m.Apply(ev); err != nil {
 				panic(err)
 			}
@@ -250,8 +264,13 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		r.child = child
 	case SendReply:
 		done := r.cfg.Flights.begin(room)
+		obs := r.cfg.Observer
 		go func() {
 			defer done()
+			if obs != nil {
+				start := time.Now()
+				defer func() { obs.Phase("send", time.Since(start)) }()
+			}
 			sendCtx, cancel := context.WithTimeout(context.Background(), r.cfg.SendTimeout)
 			defer cancel()
 			id, err := r.cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
@@ -335,4 +354,27 @@ func Digest(s *State) string {
 	}
 	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
 	return b.String()
+}
+
+// observe reports an event's meaning to the observer before it is applied.
+func (r *roomActor) observe(ev proto.Message, now time.Time) {
+	if r.cfg.Observer == nil {
+		return
+	}
+	switch e := ev.(type) {
+	case *roompb.InvocationStarted:
+		if e.GetAttempt() == 1 {
+			if inv, err := r.m.find(e.GetEventId()); err == nil && inv.QueuedAtMs > 0 {
+				r.cfg.Observer.Phase("queue", now.Sub(time.UnixMilli(inv.QueuedAtMs)))
+			}
+		}
+	case *roompb.ReplySent:
+		outcome := "answered"
+		if inv, err := r.m.find(e.GetEventId()); err == nil && inv.IsError {
+			outcome = "error_reply"
+		}
+		r.cfg.Observer.Outcome(outcome)
+	case *roompb.ReplyAbandoned:
+		r.cfg.Observer.Outcome("abandoned")
+	}
 }

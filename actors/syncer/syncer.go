@@ -47,6 +47,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks are test-only failpoints; nil in production.
 	Hooks *Hooks
+	// Observer, if set, is told the outcome of every request (metrics).
+	Observer func(ok bool)
 }
 
 // Hooks lets tests stop the process at exact points of the protocol.
@@ -107,6 +109,9 @@ func (s *syncActor) Receive(ctx actor.Context) {
 		}
 		s.reqStop()
 		s.watchdogStop()
+		if s.cfg.Observer != nil {
+			s.cfg.Observer(m.err == nil)
+		}
 		if m.err != nil {
 			s.failed(ctx, m.err)
 			return

@@ -29,6 +29,8 @@ const (
 
 // Config selects the endpoint, the generation limits and the retry policy.
 type Config struct {
+	// OnRetry, if set, is told about each retry (metrics).
+	OnRetry func(code string)
 	// BaseURL ends in /v1.
 	BaseURL string
 	// APIKey is sent as the bearer token; it is never logged.
@@ -169,6 +171,9 @@ func (c *Client) Chat(ctx context.Context, req orchestrate.ChatRequest) (orchest
 		}
 		if c.cfg.Sleep(ctx, wait) != nil {
 			return orchestrate.ChatResponse{}, err
+		}
+		if c.cfg.OnRetry != nil {
+			c.cfg.OnRetry(string(err.Code))
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/lisabot/lisa/adapters/admin"
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/adapters/research"
@@ -45,6 +46,7 @@ type daemon struct {
 	stopping    *atomic.Bool
 	tools       *tools.Client
 	admin       *admin.Server
+	metrics     *metrics.Server
 	crashable   bool
 	// syncAgeLimit: without a successful sync for this long, Lisa is
 	// degraded.
@@ -61,8 +63,9 @@ const typingClearTimeout = 5 * time.Second
 // daemonDeps are the outside parts a daemon talks to.
 type daemonDeps struct {
 	session *matrix.Client
-	// invoker builds what answers an invocation, given the tool pool.
-	invoker func(tools research.Runner) invocation.Invoker
+	// invoker builds what answers an invocation, given the tool pool and
+	// the metrics.
+	invoker func(tools research.Runner, met *metrics.Metrics) invocation.Invoker
 	// sender overrides the session as reply sender (failpoints wrap it).
 	sender room.Sender
 	hooks  *syncer.Hooks
@@ -86,6 +89,22 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		return nil, err
 	}
 	sys := app.NewSystem(log)
+	met := metrics.New(metrics.Sources{
+		Actors: func() []metrics.ActorStat {
+			var out []metrics.ActorStat
+			for _, s := range sys.Registry.Snapshot(sys.Actors) {
+				out = append(out, metrics.ActorStat{ID: messages.ActorLogID(s.ID), Mailbox: s.Len, Restarts: s.Restarts})
+			}
+			return out
+		},
+		LastSync: func() time.Time {
+			if cur, err := store.Cursor(); err == nil && cur.GetUpdatedAtMs() > 0 {
+				return time.UnixMilli(cur.GetUpdatedAtMs())
+			}
+			return time.Time{}
+		},
+		StoreBytes: store.Size,
+	})
 	rend := render.New()
 	errorReply := func(_, eventID string) []byte {
 		b, err := rend.Reply(cfg.Persona.GenericError, eventID)
@@ -100,7 +119,7 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		sender = deps.session
 	}
 	pool := tools.NewClient(sys.Root, sys.ToolsPID())
-	invoker := invocation.WithTyping(deps.invoker(pool), deps.session, invocation.TypingLease{
+	invoker := invocation.WithTyping(deps.invoker(pool, met), deps.session, invocation.TypingLease{
 		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
 	}, log)
 	source := matrix.NewSource(deps.session, matrix.SyncOptions{
@@ -142,9 +161,11 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 			Backoff:  syncer.Backoff{Base: time.Second, Max: time.Minute, MaxRetryAfter: time.Minute},
 			Jitter:   rand.Float64,
 			Hooks:    deps.hooks,
+			Observer: met.SyncDone,
 		},
 		Clock: app.RealClock{}, Logger: log,
-		RoomOptions: crashOptions(deps.crashable),
+		RoomOptions:  crashOptions(deps.crashable),
+		RoomObserver: met,
 	})
 	if _, err := sys.Start(tree); err != nil {
 		_ = store.Close()
@@ -153,7 +174,20 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 	d := &daemon{crashable: deps.crashable, store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: invocations, stopping: stopping, tools: pool,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second}
+	if cfg.Runtime.MetricsListen != "" {
+		if d.metrics, err = metrics.Serve(cfg.Runtime.MetricsListen, met); err != nil {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = sys.Stop(stopCtx)
+			_ = store.Close()
+			return nil, err
+		}
+		log.Info("metrics served", "address", d.metrics.Addr())
+	}
 	if d.admin, err = admin.Listen(cfg.Runtime.AdminSocket, d, log); err != nil {
+		if d.metrics != nil {
+			_ = d.metrics.Close()
+		}
 		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		_ = sys.Stop(stopCtx)
@@ -177,6 +211,9 @@ func (d *daemon) stop(ctx context.Context) error {
 	d.stopping.Store(true)
 	if d.admin != nil {
 		_ = d.admin.Close()
+	}
+	if d.metrics != nil {
+		_ = d.metrics.Close()
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -229,6 +266,7 @@ func (d *daemon) idle() bool {
 // the LLM loop with its tools, and the renderer. Fallbacks are the
 // persona's own words from the configuration.
 type answerer struct {
+	metrics  *metrics.Metrics // nil: not measured
 	context  *roomctx.Builder
 	research *research.Deps // nil: no tools
 	llm      orchestrate.LLM
@@ -241,16 +279,27 @@ type answerer struct {
 }
 
 func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]byte, error) {
+	start := time.Now()
 	block, err := a.context.Build(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	tools := a.tools
+	llm := a.llm
+	if a.metrics != nil {
+		a.metrics.Phase("context", time.Since(start))
+		llm = measuredLLM{next: a.llm, m: a.metrics}
+	}
+	tools := append([]orchestrate.Tool(nil), a.tools...) // never write into a.tools: it is shared
 	if a.research != nil {
 		// A fresh session per invocation: its own artifacts and sources.
 		tools = append(tools, research.NewSession(*a.research).Tools()...)
 	}
-	ans, err := orchestrate.Run(ctx, a.llm, tools, orchestrate.Prompt{Persona: a.persona, ContextBlock: block}, a.limits)
+	if a.metrics != nil {
+		for i, t := range tools {
+			tools[i] = measuredTool{next: t, m: a.metrics}
+		}
+	}
+	ans, err := orchestrate.Run(ctx, llm, tools, orchestrate.Prompt{Persona: a.persona, ContextBlock: block}, a.limits)
 	if err != nil {
 		return nil, err // transient failures are retried; the last attempt's failure becomes generic_error
 	}
@@ -279,9 +328,47 @@ func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]
 	return content, nil
 }
 
+// measuredLLM counts requests and times them.
+type measuredLLM struct {
+	next orchestrate.LLM
+	m    *metrics.Metrics
+}
+
+func (l measuredLLM) Chat(ctx context.Context, req orchestrate.ChatRequest) (orchestrate.ChatResponse, error) {
+	start := time.Now()
+	resp, err := l.next.Chat(ctx, req)
+	l.m.Phase("llm", time.Since(start))
+	if err != nil {
+		l.m.LLMRequest(string(messages.ErrorCode(err)))
+	} else {
+		l.m.LLMRequest("ok")
+	}
+	return resp, err
+}
+
+// measuredTool counts calls, results and output bytes, and times them.
+type measuredTool struct {
+	next orchestrate.Tool
+	m    *metrics.Metrics
+}
+
+func (t measuredTool) Spec() orchestrate.ToolSpec { return t.next.Spec() }
+
+func (t measuredTool) Call(ctx context.Context, args json.RawMessage) orchestrate.ToolResult {
+	start := time.Now()
+	res := t.next.Call(ctx, args)
+	t.m.Phase("tools", time.Since(start))
+	result := "ok"
+	if !res.OK {
+		result = res.Code
+	}
+	t.m.ToolCall(t.next.Spec().Name, result, len(res.Content))
+	return res
+}
+
 // newAnswerer builds the production answerer for res; its research tools
-// run in pool.
-func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, pool research.Runner) answerer {
+// run in pool, and it reports to met.
+func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, pool research.Runner, met *metrics.Metrics) answerer {
 	cfg := res.Config
 	deps := &research.Deps{
 		Fetch: web.NewFetcher(web.Config{
@@ -300,12 +387,13 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 			MaxResults: cfg.Search.MaxResults, Timeout: cfg.Search.Timeout(), UserAgent: cfg.Web.UserAgent})
 	}
 	return answerer{
+		metrics:  met,
 		research: deps,
 		context: roomctx.New(session, cfg.Matrix.UserID, roomctx.Limits{
 			MaxEvents: cfg.Context.MaxEvents, MaxCharacters: cfg.Context.MaxCharacters,
 			MaxEventCharacters: cfg.Context.MaxEventCharacters, MaxReplyDepth: cfg.Context.MaxReplyDepth,
 		}).WithLogger(log),
-		llm:     llmClient(cfg, res.LLMAPIKey.Reveal()),
+		llm:     llmClient(cfg, res.LLMAPIKey.Reveal(), met),
 		persona: res.Persona,
 		limits: orchestrate.Limits{
 			MaxIterations: cfg.LLM.MaxIterations, MaxToolCalls: cfg.LLM.MaxToolCalls,
@@ -318,8 +406,9 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 	}
 }
 
-func llmClient(cfg config.Config, key string) *llm.Client {
+func llmClient(cfg config.Config, key string, met *metrics.Metrics) *llm.Client {
 	return llm.New(llm.Config{
+		OnRetry: met.LLMRetry,
 		BaseURL: cfg.LLM.BaseURL, APIKey: key, Model: cfg.LLM.Model,
 		MaxOutputTokens: cfg.LLM.MaxOutputTokens, Temperature: float32(cfg.LLM.Temperature),
 		Timeout: cfg.LLM.RequestTimeout(), MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,

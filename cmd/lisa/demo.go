@@ -16,6 +16,7 @@ import (
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/testkit/dendrite"
@@ -158,7 +159,9 @@ log_level = "warn"
 	}
 	d, err := startDaemon(res, log, daemonDeps{
 		session: session,
-		invoker: func(pool research.Runner) invocation.Invoker { return newAnswerer(res, session, log, pool) },
+		invoker: func(pool research.Runner, met *metrics.Metrics) invocation.Invoker {
+			return newAnswerer(res, session, log, pool, met)
+		},
 	})
 	if err != nil {
 		return err

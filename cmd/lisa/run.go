@@ -12,6 +12,7 @@ import (
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -66,7 +67,9 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	deps := daemonDeps{
 		fatal:   func() { lost.Store(true); cancel() },
 		session: session,
-		invoker: func(pool research.Runner) invocation.Invoker { return newAnswerer(res, session, log, pool) },
+		invoker: func(pool research.Runner, met *metrics.Metrics) invocation.Invoker {
+			return newAnswerer(res, session, log, pool, met)
+		},
 	}
 	applyFailpoint(c.getenv, &deps, log)
 	d, err := startDaemon(res, log, deps)

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,4 +138,55 @@ func TestHealthFollowsTheHomeserver(t *testing.T) {
 	}
 	proxy.SetDown(false)
 	await(0, 90*time.Second)
+}
+
+// TestMetricsAfterAnInvocation scrapes /metrics on the loopback listener
+// after an end-to-end invocation.
+func TestMetricsAfterAnInvocation(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e := newE2E(t, 1)
+	p := e.start("LISA_RUNTIME__METRICS_LISTEN=" + addr)
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(e.allowed[0], "count me")
+	e.awaitReply(e.allowed[0], ev)
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		if strings.Contains(body, `lisa_invocations_total{outcome="answered"} 1`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{
+		`lisa_invocations_total{outcome="answered"} 1`,
+		`lisa_sync_requests_total{result="ok"}`,
+		`lisa_phase_duration_seconds_count{phase="llm"} 1`,
+		`lisa_phase_duration_seconds_count{phase="context"} 1`,
+		`lisa_phase_duration_seconds_count{phase="queue"} 1`,
+		`lisa_phase_duration_seconds_count{phase="send"} 1`,
+		`lisa_llm_requests_total{result="ok"} 1`,
+		`lisa_actor_mailbox_length{actor="app/sync"}`,
+		`lisa_actor_restarts_total{actor="app/rooms"} 0`,
+		`lisa_store_bytes`,
+		`lisa_sync_lag_seconds`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(body, string(e.allowed[0])) {
+		t.Error("metrics name a room in clear")
+	}
 }

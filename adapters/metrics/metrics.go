@@ -1,0 +1,183 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ActorStat is one actor's figures, as the mailbox registry reports them.
+type ActorStat struct {
+	ID       string
+	Mailbox  int
+	Restarts int64
+}
+
+// Sources are read at scrape time.
+type Sources struct {
+	Actors     func() []ActorStat
+	LastSync   func() time.Time
+	StoreBytes func() int64
+}
+
+// Metrics holds Lisa's instruments.
+type Metrics struct {
+	reg         *prometheus.Registry
+	syncs       *prometheus.CounterVec
+	invocations *prometheus.CounterVec
+	phases      *prometheus.HistogramVec
+	llm         *prometheus.CounterVec
+	llmRetries  *prometheus.CounterVec
+	tools       *prometheus.CounterVec
+	toolBytes   prometheus.Counter
+}
+
+// New registers every instrument on a fresh registry.
+func New(src Sources) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_sync_requests_total",
+			Help: "Matrix /sync requests by result (ok, error)."}, []string{"result"}),
+		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_invocations_total",
+			Help: "Finished invocations by outcome (answered, error_reply, abandoned)."}, []string{"outcome"}),
+		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lisa_phase_duration_seconds",
+			Help:    "Duration of invocation phases: queue, context, llm, tools, send.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"phase"}),
+		llm: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_llm_requests_total",
+			Help: "LLM chat requests by result (ok or an error code)."}, []string{"result"}),
+		llmRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_llm_retries_total",
+			Help: "LLM request retries by the error code that caused them."}, []string{"code"}),
+		tools: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_tool_calls_total",
+			Help: "Tool calls by tool and result (ok or a tool error code)."}, []string{"tool", "result"}),
+		toolBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "lisa_tool_output_bytes_total",
+			Help: "Bytes of tool output returned to the model."}),
+	}
+	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes,
+		prometheus.NewGoCollector(), newScrapeCollector(src))
+	return m
+}
+
+// SyncDone counts one /sync request.
+func (m *Metrics) SyncDone(ok bool) {
+	if ok {
+		m.syncs.WithLabelValues("ok").Inc()
+	} else {
+		m.syncs.WithLabelValues("error").Inc()
+	}
+}
+
+// Outcome counts a finished invocation.
+func (m *Metrics) Outcome(outcome string) { m.invocations.WithLabelValues(outcome).Inc() }
+
+// Phase records one phase duration.
+func (m *Metrics) Phase(phase string, d time.Duration) {
+	m.phases.WithLabelValues(phase).Observe(d.Seconds())
+}
+
+// LLMRequest counts one LLM request; result is "ok" or an error code.
+func (m *Metrics) LLMRequest(result string) { m.llm.WithLabelValues(result).Inc() }
+
+// LLMRetry counts one LLM retry.
+func (m *Metrics) LLMRetry(code string) { m.llmRetries.WithLabelValues(code).Inc() }
+
+// ToolCall counts one tool call and the bytes it returned.
+func (m *Metrics) ToolCall(tool, result string, bytes int) {
+	m.tools.WithLabelValues(tool, result).Inc()
+	m.toolBytes.Add(float64(bytes))
+}
+
+// Handler serves the metrics in Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Server is a running metrics listener.
+type Server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Serve listens on addr, which must be a loopback address, and serves
+// /metrics until Close.
+func Serve(addr string, m *Metrics) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if host != "localhost" {
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.Unmap().IsLoopback() {
+			return nil, fmt.Errorf("metrics: %s is not a loopback address", addr)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the listening address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the listener.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// scrapeCollector reads mailbox lengths, restarts, sync lag and store size
+// when scraped.
+type scrapeCollector struct {
+	src                                           Sources
+	mailboxDesc, restartsDesc, lagDesc, storeDesc *prometheus.Desc
+}
+
+func newScrapeCollector(src Sources) *scrapeCollector {
+	return &scrapeCollector{
+		src:          src,
+		mailboxDesc:  prometheus.NewDesc("lisa_actor_mailbox_length", "User messages waiting in an actor's mailbox.", []string{"actor"}, nil),
+		restartsDesc: prometheus.NewDesc("lisa_actor_restarts_total", "Restarts of an actor since Lisa started.", []string{"actor"}, nil),
+		lagDesc:      prometheus.NewDesc("lisa_sync_lag_seconds", "Seconds since the last successful /sync.", nil, nil),
+		storeDesc:    prometheus.NewDesc("lisa_store_bytes", "Size of the Badger database on disk.", nil, nil),
+	}
+}
+
+func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.mailboxDesc
+	ch <- c.restartsDesc
+	ch <- c.lagDesc
+	ch <- c.storeDesc
+}
+
+func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.src.Actors != nil {
+		for _, a := range c.src.Actors() {
+			ch <- prometheus.MustNewConstMetric(c.mailboxDesc, prometheus.GaugeValue, float64(a.Mailbox), a.ID)
+			ch <- prometheus.MustNewConstMetric(c.restartsDesc, prometheus.CounterValue, float64(a.Restarts), a.ID)
+		}
+	}
+	if c.src.LastSync != nil {
+		if t := c.src.LastSync(); !t.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.lagDesc, prometheus.GaugeValue, time.Since(t).Seconds())
+		}
+	}
+	if c.src.StoreBytes != nil {
+		ch <- prometheus.MustNewConstMetric(c.storeDesc, prometheus.GaugeValue, float64(c.src.StoreBytes()))
+	}
+}
