@@ -215,6 +215,7 @@ func (r *roomActor) step(ctx actor.Context, in Input) {
 			// PersistReceive must describe the state before ev.
 			r.PersistReceive(ev)
 			r.observe(ev, now)
+			r.logTransition(ev)
 			if err := r.m.Apply(ev); err != nil {
 				panic(err)
 			}
@@ -377,4 +378,27 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 	case *roompb.ReplyAbandoned:
 		r.cfg.Observer.Outcome("abandoned")
 	}
+}
+
+// logTransition logs a journal event as a state transition: its kind, the
+// hashed room and event IDs, attempt and code — never content.
+func (r *roomActor) logTransition(ev proto.Message) {
+	attrs := []any{"room", messages.RoomID(r.cfg.Policy.RoomID), "transition", string(ev.ProtoReflect().Descriptor().Name())}
+	switch e := ev.(type) {
+	case *roompb.InvocationQueued:
+		attrs = append(attrs, "event", messages.EventID(e.GetCandidate().GetEventId()), "trigger", e.GetCandidate().GetTrigger())
+	case *roompb.InvocationStarted:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "attempt", e.GetAttempt())
+	case *roompb.InvocationFailed:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "attempt", e.GetAttempt(), "code", e.GetCode(), "permanent", e.GetPermanent())
+	case *roompb.ReplyReady:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "error_reply", e.GetIsError(), "bytes", len(e.GetContent()))
+	case *roompb.ReplySent:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "reply", messages.EventID(e.GetReplyEventId()), "reconciled", e.GetReconciled())
+	case *roompb.ReplyAbandoned:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
+	case *roompb.InvocationDuplicate:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
+	}
+	r.cfg.Logger.Info("invocation transition", attrs...)
 }

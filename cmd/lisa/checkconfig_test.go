@@ -208,3 +208,16 @@ func TestCheckConfigNeedsPandoc(t *testing.T) {
 		t.Fatalf("without pandoc: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestCheckConfigRefusesPublicMetrics: metrics are served on loopback only.
+func TestCheckConfigRefusesPublicMetrics(t *testing.T) {
+	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": "token", "LISA_LLM_API_KEY": "key", "LISA_RUNTIME__METRICS_LISTEN": "0.0.0.0:9464"}
+	r := runLisa(t, env, "check-config", "--config", filepath.Join("..", "..", "config.example.toml"))
+	if r.code != exitUsage || !strings.Contains(r.stderr, "runtime.metrics_listen") {
+		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	env["LISA_RUNTIME__METRICS_LISTEN"] = "127.0.0.1:9464"
+	if r := runLisa(t, env, "check-config", "--config", filepath.Join("..", "..", "config.example.toml")); r.code != exitOK {
+		t.Fatalf("loopback refused: %d %s", r.code, r.stderr)
+	}
+}
