@@ -67,8 +67,9 @@ func TestShellShowsActorsAndRestarts(t *testing.T) {
 	}
 
 	// The human-readable form is aligned columns.
-	table := e.shell("actors\nrooms\nhelp\nquit\nactors\n")
+	table := e.shell("actors\nrooms\ninvocations\nhealth\nbogus\nhelp\nquit\nactors\n")
 	if !strings.Contains(table, "MAILBOX") || !strings.Contains(table, "ANSWERED") || !strings.Contains(table, "journal <room>") ||
+		!strings.Contains(table, "ATTEMPTS") || !strings.Contains(table, `"status": "healthy"`) || !strings.Contains(table, "error: unknown command") ||
 		strings.Count(table, "MAILBOX") != 1 {
 		t.Fatalf("table output:\n%s", table)
 	}
