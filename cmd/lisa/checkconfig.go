@@ -16,21 +16,11 @@ import (
 // line, key first) and exits 2, or prints a short summary without secrets
 // and exits 0.
 func checkConfig(ctx context.Context, c *cli, args []string) int {
-	fs := newFlagSet(c, "check-config", "--config FILE")
-	path := fs.String("config", "", "the TOML configuration `FILE` to check (required)")
-	if code, ok := parseFlags(fs, args); !ok {
+	r, code, ok := loadConfigFlag(c, "check-config", args)
+	if !ok {
 		return code
 	}
-	if *path == "" {
-		fmt.Fprintln(c.stderr, "lisa check-config: the --config flag is required")
-		fs.Usage()
-		return exitUsage
-	}
-	r, err := config.LoadAndResolve(*path, c.getenv)
-	if err != nil {
-		printConfigError(c.stderr, err)
-		return exitUsage
-	}
+	path := &r.Path
 	cfg := r.Config
 	version, err := checkPandoc(ctx, cfg)
 	if err != nil {
@@ -71,4 +61,32 @@ func checkPandoc(ctx context.Context, cfg config.Config) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout()}).Check(ctx)
+}
+
+// loadedConfig is a resolved configuration and the file it came from.
+type loadedConfig struct {
+	config.Resolved
+	Path string
+}
+
+// loadConfigFlag parses "--config FILE" for command name, then loads,
+// validates and resolves the file. When ok is false the command should
+// return code: usage errors and every configuration problem are printed.
+func loadConfigFlag(c *cli, name string, args []string) (loadedConfig, int, bool) {
+	fs := newFlagSet(c, name, "--config FILE")
+	path := fs.String("config", "", "the TOML configuration `FILE` (required)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return loadedConfig{}, code, false
+	}
+	if *path == "" {
+		fmt.Fprintf(c.stderr, "lisa %s: the --config flag is required\n", name)
+		fs.Usage()
+		return loadedConfig{}, exitUsage, false
+	}
+	r, err := config.LoadAndResolve(*path, c.getenv)
+	if err != nil {
+		printConfigError(c.stderr, err)
+		return loadedConfig{}, exitUsage, false
+	}
+	return loadedConfig{Resolved: r, Path: *path}, exitOK, true
 }

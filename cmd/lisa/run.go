@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"syscall"
@@ -33,21 +32,11 @@ const (
 
 // runCmd is `lisa run --config FILE`: the daemon, until SIGTERM or SIGINT.
 func runCmd(ctx context.Context, c *cli, args []string) int {
-	fs := newFlagSet(c, "run", "--config FILE")
-	path := fs.String("config", "", "configuration file (TOML)")
-	if code, ok := parseFlags(fs, args); !ok {
+	loaded, code, ok := loadConfigFlag(c, "run", args)
+	if !ok {
 		return code
 	}
-	if *path == "" {
-		fmt.Fprintln(c.stderr, "lisa run: --config is required")
-		fs.Usage()
-		return exitUsage
-	}
-	res, err := config.LoadAndResolve(*path, c.getenv)
-	if err != nil {
-		printConfigError(c.stderr, err)
-		return exitUsage
-	}
+	res := loaded.Resolved
 	log := logging.New(c.stderr, res.Config.Runtime.SlogLevel(), res.Secrets())
 	if v, err := checkPandoc(ctx, res.Config); err != nil {
 		log.Error("cannot start: pandoc is needed for html_to_markdown", "err", err.Error())
