@@ -1,0 +1,38 @@
+package roomctx
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzHTMLToText: Matrix HTML normalization never panics, yields valid
+// UTF-8, and never lets script or style content through.
+func FuzzHTMLToText(f *testing.F) {
+	for _, seed := range []string{
+		"<p>Hello <b>world</b></p>", "<pre><code class=\"language-go\">x := 1</code></pre>",
+		"<ul><li>a<ul><li>b</li></ul></li></ul>", "<a href=\"javascript:alert(1)\">x</a>",
+		"<script>SECRETSCRIPT</script>ok", "<style>SECRETSTYLE{}</style>", "<mx-reply><blockquote>q</blockquote></mx-reply>a",
+		"<table><tr><td>a</td><td>b</td></tr></table>", "<<<>>>&amp;&#0;&#xD800;", strings.Repeat("<div>", 600),
+		"<img src=x onerror=alert(1)>", "\xff\xfe<p>bad utf8</p>",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		out := htmlToText(src)
+		if !utf8.ValidString(out) {
+			t.Fatalf("invalid UTF-8 from %q", src)
+		}
+		// After plain text, script and style bodies never come out. (After
+		// arbitrary markup the parser may read "<script" as part of another
+		// tag, and then it is inert text, not a script.)
+		const canary = "QQCANARYQQ"
+		if strings.ContainsAny(src, "<&") || strings.Contains(src, canary) {
+			return
+		}
+		withScript := htmlToText(src + "<script>" + canary + "</script><style>" + canary + "{}</style>")
+		if strings.Contains(withScript, canary) {
+			t.Fatalf("script or style content leaked after %q: %q", src, withScript)
+		}
+	})
+}
