@@ -100,9 +100,11 @@ func (r *Renderer) answer(markdown string) (rendered, error) {
 	if err := r.md.Renderer().Render(&buf, src, doc); err != nil {
 		return rendered{}, fmt.Errorf("render: %w", err)
 	}
+	// Character references such as "&#1;" decode to control characters
+	// after the source was cleaned, so both bodies are cleaned again.
 	return rendered{
-		html:  strings.TrimSpace(r.policy.Sanitize(buf.String())),
-		plain: plainText(doc, src, r.text),
+		html:  strings.TrimSpace(cleanText(r.policy.Sanitize(buf.String()))),
+		plain: cleanText(plainText(doc, src, r.text)),
 	}, nil
 }
 

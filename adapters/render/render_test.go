@@ -91,6 +91,7 @@ func TestMarkdown(t *testing.T) {
 			"<table>\n<thead>\n<tr>\n<th>a</th>\n<th>b</th>\n</tr>\n</thead>\n<tbody>\n<tr>\n<td>1</td>\n<td><strong>2</strong></td>\n</tr>\n<tr>\n<td>x|y</td>\n<td><a href=\"https://e.example\">l</a></td>\n</tr>\n</tbody>\n</table>",
 			"a | b\n1 | 2\nx|y | l (https://e.example)"},
 		{"control characters", "a\x00b\x1b[31mc\r\nd\u0085e", "<p>ab[31mc\nde</p>", "ab[31mc\nde"},
+		{"control character references", "a&#1;b&#x7f;c&#27;d", "<p>abcd</p>", "abcd"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
