@@ -9,8 +9,9 @@ import (
 	"github.com/lisabot/lisa/messages"
 )
 
-// Clock supplies timers for respawn backoff.
+// Clock supplies the time and timers for respawn backoff.
 type Clock interface {
+	Now() time.Time
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
@@ -27,6 +28,8 @@ type Config struct {
 	MaxRestarts   int
 	RestartWindow time.Duration
 	// RespawnBase doubles per consecutive respawn, capped at RespawnMax.
+	// A respawned room that then runs for RestartWindow without being
+	// stopped again starts over at RespawnBase.
 	RespawnBase, RespawnMax time.Duration
 	Clock                   Clock
 	Logger                  *slog.Logger
@@ -41,9 +44,11 @@ type supervisor struct {
 	cfg      Config
 	children map[string]*actor.PID // room ID -> PID, absent while waiting to respawn
 	respawns map[string]int        // consecutive respawns per room
-	timers   map[string]func() bool
-	stopping bool
-	draining bool
+	// respawnedAt is when each room was last respawned.
+	respawnedAt map[string]time.Time
+	timers      map[string]func() bool
+	stopping    bool
+	draining    bool
 
 	holders map[string]uint64 // actor ID -> token
 	waiting []waiter
@@ -63,7 +68,9 @@ func newSupervisor(cfg Config) *supervisor {
 		children: map[string]*actor.PID{},
 		respawns: map[string]int{},
 		timers:   map[string]func() bool{},
-		holders:  map[string]uint64{},
+
+		respawnedAt: map[string]time.Time{},
+		holders:     map[string]uint64{},
 	}
 }
 
@@ -117,6 +124,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *respawn:
 		delete(s.timers, m.room)
 		if !s.stopping && s.children[m.room] == nil {
+			s.respawnedAt[m.room] = s.cfg.Clock.Now()
 			s.spawn(ctx, m.room)
 		}
 	case *actor.Stopping:
@@ -140,6 +148,9 @@ func (s *supervisor) spawn(ctx actor.Context, room string) {
 
 func (s *supervisor) scheduleRespawn(ctx actor.Context, room string) {
 	n := s.respawns[room]
+	if at, ok := s.respawnedAt[room]; ok && s.cfg.Clock.Now().Sub(at) >= s.cfg.RestartWindow {
+		n = 0 // it ran well for a whole window: this failure is a new streak
+	}
 	s.respawns[room] = n + 1
 	d := s.cfg.RespawnBase
 	for i := 0; i < n && d < s.cfg.RespawnMax; i++ {

@@ -15,6 +15,41 @@ import (
 type clock struct{}
 
 func (clock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+func (clock) Now() time.Time                                    { return time.Now() }
+
+// manualClock records the delays asked for and fires each timer at once;
+// its time moves only when the test advances it.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	delays []time.Duration
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.delays = append(c.delays, d)
+	c.mu.Unlock()
+	go f()
+	return func() bool { return false }
+}
+
+func (c *manualClock) asked() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.delays)
+}
 
 // probe is a stand-in room: it forwards commands to its parent as its own
 // and records grants.
@@ -110,5 +145,56 @@ func TestSlotLimiter(t *testing.T) {
 	await("all free", func() bool { st := status(); return len(st.Holders) == 0 && len(st.Waiting) == 0 })
 	if st := status(); st.MaxHeld != 1 {
 		t.Fatalf("max held = %d, want 1", st.MaxHeld)
+	}
+}
+
+// TestRespawnBackoffStartsOverAfterAQuietWindow: consecutive stops double
+// the respawn delay; a room that then runs for a whole restart window
+// without failing starts over at the base delay.
+func TestRespawnBackoffStartsOverAfterAQuietWindow(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	clk := &manualClock{now: time.Unix(1_700_000_000, 0)}
+	var mu sync.Mutex
+	sup := sys.Root.Spawn(Props(Config{
+		Rooms: []string{"!a:hs"}, MaxConcurrent: 1,
+		RoomProps: func(string) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return &probe{mu: &mu, grants: map[string][]uint64{}} })
+		},
+		MaxRestarts: 0, RestartWindow: time.Minute, RespawnBase: time.Second, RespawnMax: 10 * time.Second,
+		Clock: clk, Logger: slog.New(slog.DiscardHandler),
+	}))
+	defer func() { _ = sys.Root.StopFuture(sup).Wait() }()
+	id := sup.Id + "/!a:hs"
+	crashAndAwait := func(n int) {
+		t.Helper()
+		// Wait for the incarnation to exist, crash it, wait for the
+		// respawn to be scheduled.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, ok := sys.ProcessRegistry.GetLocal(id); ok && len(clk.asked()) == n-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("room not running before crash %d (delays %v)", n, clk.asked())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		sys.Root.Send(actor.NewPID(sys.Address(), id), &crash{})
+		for len(clk.asked()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("no respawn scheduled after crash %d", n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	crashAndAwait(1)
+	crashAndAwait(2)
+	crashAndAwait(3)
+	clk.advance(time.Minute)
+	crashAndAwait(4)
+	crashAndAwait(5)
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, time.Second, 2 * time.Second}
+	if got := clk.asked(); !slices.Equal(got, want) {
+		t.Fatalf("respawn delays = %v, want %v", got, want)
 	}
 }
