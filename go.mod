@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/client_golang v1.17.0
 	github.com/sashabaranov/go-openai v1.43.0
 	github.com/yuin/goldmark v1.8.7
+	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.61.0
 	golang.org/x/text v0.44.0
 	google.golang.org/protobuf v1.36.12

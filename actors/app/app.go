@@ -89,6 +89,13 @@ func (s *System) Options() []actor.PropsOption {
 	}
 }
 
+// UseSpawnMiddleware makes every actor spawned from now on, and all its
+// descendants, pass through m (chaos campaigns inject faults this way).
+// Call it before Start.
+func (s *System) UseSpawnMiddleware(m actor.SpawnMiddleware) {
+	s.Root = s.Root.WithSpawnMiddleware(m)
+}
+
 // Start spawns the app actor named "app".
 func (s *System) Start(props *actor.Props) (*actor.PID, error) {
 	pid, err := s.Root.SpawnNamed(props, "app")

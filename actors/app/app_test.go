@@ -2,11 +2,14 @@ package app_test
 
 import (
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/actors/app"
+	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/persistence"
 	"github.com/lisabot/lisa/testkit/golden"
 )
@@ -124,6 +127,23 @@ func TestReplayAfterProcessRestartEqualsLiveState(t *testing.T) {
 	}
 	if err := check.Events("app/rooms/"+roomA, 0, 0, func(uint64, proto.Message) error { return nil }); !errors.Is(err, persistence.ErrGap) {
 		t.Fatalf("events before snapshot %d were not compacted: %v", idx, err)
+	}
+	// An offline replay (no actor) reproduces the live state too.
+	prov, err := persistence.NewProvider(check, h.snapshot, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range live {
+		st, err := room.Replay(prov, app.RoomActorID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := room.Digest(&st); got != want {
+			t.Fatalf("offline replay of %s differs:\nlive     %s\nreplayed %s", id, want, got)
+		}
+	}
+	if _, err := room.Replay(prov, app.RoomActorID("!never:hs")); err != nil {
+		t.Fatalf("replaying an empty journal: %v", err)
 	}
 	if err := check.Close(); err != nil {
 		t.Fatal(err)

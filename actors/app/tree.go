@@ -145,5 +145,9 @@ func (s *System) RoomsPID() *actor.PID {
 
 // RoomPID returns the address of a room's actor.
 func (s *System) RoomPID(roomID string) *actor.PID {
-	return actor.NewPID(s.Actors.Address(), "app/rooms/"+roomID)
+	return actor.NewPID(s.Actors.Address(), RoomActorID(roomID))
 }
+
+// RoomActorID is the ID of a room's actor, which is also the name its
+// journal is stored under.
+func RoomActorID(roomID string) string { return "app/rooms/" + roomID }

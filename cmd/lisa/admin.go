@@ -84,6 +84,8 @@ func (d *daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 		return d.journal(args)
 	case "health":
 		return d.health(), nil
+	case "digests":
+		return d.digests()
 	case "crash":
 		if d.crashable && len(args) == 1 && slices.Contains(d.rooms, args[0]) {
 			d.sys.Root.Send(d.sys.RoomPID(args[0]), &crashForTest{})
@@ -97,6 +99,20 @@ func (d *daemon) roomStatus(id string) (*messages.RoomStatus, bool) {
 	res, err := d.sys.Root.RequestFuture(d.sys.RoomPID(id), &messages.RoomStatusRequest{}, askTimeout).Result()
 	st, ok := res.(*messages.RoomStatus)
 	return st, err == nil && ok
+}
+
+// digests returns each room's state digest (see room.Digest), which a
+// replay of its journal from the store must reproduce.
+func (d *daemon) digests() (map[string]string, error) {
+	out := map[string]string{}
+	for _, id := range d.rooms {
+		st, ok := d.roomStatus(id)
+		if !ok {
+			return nil, fmt.Errorf("room %s did not answer", messages.RoomID(id))
+		}
+		out[id] = st.Digest
+	}
+	return out, nil
 }
 
 func (d *daemon) running() map[messages.RoomID]bool {

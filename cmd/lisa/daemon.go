@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/lisabot/lisa/actors/app"
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/orchestrate"
@@ -71,6 +73,13 @@ type daemonDeps struct {
 	hooks  *syncer.Hooks
 	// crashable arms the test-only "crash <room>" admin command.
 	crashable bool
+	// kills are the armed failpoints (tests and chaos campaigns).
+	kills kills
+	// spawn, when set, wraps every actor spawn (chaos fault injection).
+	spawn actor.SpawnMiddleware
+	// leakCheck makes `lisa run` report leaked goroutines after a
+	// graceful stop (chaos campaigns).
+	leakCheck bool
 	// fatal is called when part of the actor tree is gone for good; the
 	// process should then exit non-zero so its supervisor restarts it.
 	fatal func()
@@ -89,6 +98,9 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		return nil, err
 	}
 	sys := app.NewSystem(log)
+	if deps.spawn != nil {
+		sys.UseSpawnMiddleware(deps.spawn)
+	}
 	met := metrics.New(metrics.Sources{
 		Actors: func() []metrics.ActorStat {
 			var out []metrics.ActorStat

@@ -4,12 +4,17 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"strings"
 	"syscall"
+
+	"go.uber.org/goleak"
 
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/adapters/logging"
+	"github.com/lisabot/lisa/chaos"
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/research"
@@ -61,6 +66,15 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		},
 	}
 	applyFailpoint(c.getenv, &deps, log)
+	if err := applyChaos(c.getenv, &deps, log); err != nil {
+		log.Error("cannot start", "err", err.Error())
+		return exitFailure
+	}
+	deps.kills.wire(&deps, log)
+	var before goleak.Option
+	if deps.leakCheck {
+		before = goleak.IgnoreCurrent()
+	}
 	d, err := startDaemon(res, log, deps)
 	if err != nil {
 		log.Error("cannot start", "err", err.Error())
@@ -72,6 +86,9 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	if err := d.stop(context.Background()); err != nil {
 		log.Error("shutdown incomplete", "err", err.Error())
 		return exitFailure
+	}
+	if deps.leakCheck {
+		reportLeaks(log, before)
 	}
 	if lost.Load() {
 		return exitFailure
@@ -86,38 +103,121 @@ func applyFailpoint(getenv config.LookupEnv, deps *daemonDeps, log *slog.Logger)
 		return
 	}
 	log.Warn("test failpoint armed; this process will kill itself", "failpoint", fp)
-	die := func() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL); select {} }
+	always := func() bool { return true }
 	switch fp {
 	case fpAfterSyncCommit:
-		deps.hooks = &syncer.Hooks{AfterCommit: func(accepted []*roompb.Candidate) {
-			if len(accepted) > 0 {
-				die()
-			}
-		}}
+		deps.kills.afterSyncCommit = always
 	case fpAdminCrash:
 		deps.crashable = true
-	case fpBeforeSend, fpAfterSend:
-		deps.sender = failpointSender{inner: deps.session, before: fp == fpBeforeSend, die: die}
+	case fpBeforeSend:
+		deps.kills.beforeSend = always
+	case fpAfterSend:
+		deps.kills.afterSend = always
+	}
+}
+
+// applyChaos arms the actor faults and failpoint kills of a chaos plan
+// given in the environment (chaos campaigns only).
+func applyChaos(getenv config.LookupEnv, deps *daemonDeps, log *slog.Logger) error {
+	raw, _ := getenv(chaos.PlanEnv)
+	if raw == "" {
+		return nil
+	}
+	plan, err := chaos.ParsePlan(raw)
+	if err != nil {
+		return err
+	}
+	log.Warn("chaos plan armed: this process injects faults into itself", "seed", plan.Seed, "rate", plan.Rate, "targets", len(plan.Targets))
+	in := chaos.NewInjector(plan, func(f chaos.Fault) {
+		log.Warn(chaosFaultMsg, "kind", f.Kind.String(), "actor", messages.ActorLogID(f.Actor), "message", f.Message)
+	})
+	deps.spawn = in.Spawn()
+	deps.leakCheck = true
+	for name, slot := range map[string]*func() bool{
+		fpAfterSyncCommit: &deps.kills.afterSyncCommit, fpBeforeSend: &deps.kills.beforeSend, fpAfterSend: &deps.kills.afterSend,
+	} {
+		if d := in.KillDecider(name); d != nil {
+			*slot = d
+		}
+	}
+	return nil
+}
+
+// chaosFaultMsg and chaosKillMsg are the log messages campaigns count.
+const (
+	chaosFaultMsg = "chaos fault injected"
+	chaosKillMsg  = "failpoint reached: killing this process"
+)
+
+// kills are the failpoints of the reply protocol: each, when set, is asked
+// whether to SIGKILL the process at that point.
+type kills struct {
+	afterSyncCommit, beforeSend, afterSend func() bool
+}
+
+// wire installs the armed failpoints into deps.
+func (k kills) wire(deps *daemonDeps, log *slog.Logger) {
+	die := func(point string) {
+		log.Warn(chaosKillMsg, "failpoint", point)
+		_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	if k.afterSyncCommit != nil {
+		deps.hooks = &syncer.Hooks{AfterCommit: func(accepted []*roompb.Candidate) {
+			if len(accepted) > 0 && k.afterSyncCommit() {
+				die(fpAfterSyncCommit)
+			}
+		}}
+	}
+	if k.beforeSend != nil || k.afterSend != nil {
+		deps.sender = failpointSender{inner: deps.session, kills: k, die: die}
 	}
 }
 
 type failpointSender struct {
-	inner  room.Sender
-	before bool
-	die    func()
+	inner room.Sender
+	kills kills
+	die   func(point string)
 }
 
 func (f failpointSender) SendReply(ctx context.Context, rm, txn string, content []byte) (string, error) {
-	if f.before {
-		f.die()
+	if f.kills.beforeSend != nil && f.kills.beforeSend() {
+		f.die(fpBeforeSend)
 	}
 	id, err := f.inner.SendReply(ctx, rm, txn, content)
-	if err == nil {
-		f.die()
+	if err == nil && f.kills.afterSend != nil && f.kills.afterSend() {
+		f.die(fpAfterSend)
 	}
 	return id, err
 }
 
 func (f failpointSender) FindReply(ctx context.Context, rm, ev, txn string) (string, bool, error) {
 	return f.inner.FindReply(ctx, rm, ev, txn)
+}
+
+// leakCheckMsg is the log message of the goroutine check after a graceful
+// stop; campaigns require leaked=0.
+const leakCheckMsg = "goroutine leak check after stop"
+
+// reportLeaks logs the goroutines the daemon left behind after stopping:
+// everything not running before it started, except idle keep-alive
+// connections of HTTP clients (they close themselves when idle).
+func reportLeaks(log *slog.Logger, before goleak.Option) {
+	err := goleak.Find(before,
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+	if err == nil {
+		log.Info(leakCheckMsg, "leaked", 0)
+		return
+	}
+	text := err.Error()
+	log.Error(leakCheckMsg, "leaked", max(1, strings.Count(text, "[Goroutine ")), "goroutines", truncate(text, 8000))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

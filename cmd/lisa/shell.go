@@ -22,6 +22,7 @@ const shellHelp = `commands:
   invocations [room]      queued invocations: state, attempts, age, last error code
   journal <room> [n]      the last n journal events of a room (no message bodies)
   health                  the health summary (as lisa health)
+  digests                 per room, a digest of its state (a journal replay must reproduce it)
   help                    this text
   quit                    leave the shell`
 
