@@ -15,7 +15,7 @@ import (
 type clock struct{}
 
 func (clock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-func (clock) Now() time.Time                                    { return time.Now() }
+func (clock) Now() time.Time                                  { return time.Now() }
 
 // manualClock records the delays asked for and fires each timer at once;
 // its time moves only when the test advances it.

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"go.uber.org/goleak"
@@ -13,12 +13,12 @@ import (
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/adapters/logging"
-	"github.com/lisabot/lisa/chaos"
-	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/research"
+	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
