@@ -122,6 +122,11 @@ func Classify(err error) *messages.Error {
 			}
 		}
 		switch {
+		case status < 300:
+			// The homeserver accepted the request, but its answer could
+			// not be read (cut short, not JSON, too large): whatever it
+			// did may have happened. Retry, and reconcile a send.
+			return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: fmt.Sprintf("unreadable homeserver response (%d)", status), Ambiguous: true}
 		case status == http.StatusTooManyRequests:
 			return &messages.Error{Code: messages.CodeMatrixRateLimit, Message: "rate limited by homeserver", RetryAfter: retry}
 		case status >= 500:

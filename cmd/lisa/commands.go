@@ -62,6 +62,12 @@ func commands() []command {
 			run:     healthCmd,
 		},
 		{
+			name:    "chaos",
+			usage:   "[--seed S] [--duration D] [--rooms N] [--actor-rate P] [--net-rate P] [--dir DIR] [--json FILE]",
+			summary: "fault campaign against a local Dendrite: kills, actor and network faults; prints a report",
+			run:     chaosCmd,
+		},
+		{
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",

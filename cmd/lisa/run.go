@@ -201,11 +201,13 @@ const leakCheckMsg = "goroutine leak check after stop"
 
 // reportLeaks logs the goroutines the daemon left behind after stopping:
 // everything not running before it started, except idle keep-alive
-// connections of HTTP clients (they close themselves when idle).
+// connections of HTTP clients (they close themselves when idle) and
+// protoactor's dead-letter throttle timer (it ends after its interval).
 func reportLeaks(log *slog.Logger, before goleak.Option) {
 	err := goleak.Find(before,
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
 	)
 	if err == nil {
 		log.Info(leakCheckMsg, "leaked", 0)

@@ -1,0 +1,118 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what a campaign did and whether Lisa kept her promises.
+type Report struct {
+	Seed  uint64 `json:"seed"`
+	Rooms int    `json:"rooms"`
+	// Duration is the whole campaign; TrafficPhase the part with faults.
+	Duration     time.Duration `json:"duration_ns"`
+	TrafficPhase time.Duration `json:"traffic_phase_ns"`
+	// QuietCatchUp is how long the quiet Lisa took to answer everything
+	// left open by the fault phase.
+	QuietCatchUp time.Duration `json:"quiet_catch_up_ns"`
+
+	Invocations  int `json:"invocations"`   // messages Lisa had to answer (incl. sentinels)
+	Chatter      int `json:"chatter"`       // messages she had to ignore
+	Replies      int `json:"replies"`       // her messages on the homeserver
+	ErrorReplies int `json:"error_replies"` // of which persona.generic_error
+	Duplicates   int `json:"duplicates"`
+	Losses       int `json:"losses"`
+	Unexpected   int `json:"unexpected"` // replies to non-invocations
+
+	ActorFaults        map[string]int `json:"actor_faults"` // by kind
+	NetFaults          map[string]int `json:"net_faults"`   // "homeserver:429", "llm:reset", ...
+	Kills              map[string]int `json:"kills"`        // "sigkill" or the failpoint
+	HomeserverRestarts int            `json:"homeserver_restarts"`
+	LisaStarts         int            `json:"lisa_starts"`
+	Exits              map[string]int `json:"exits"` // by cause
+	TotalActorFaults   int            `json:"total_actor_faults"`
+	TotalNetFaults     int            `json:"total_net_faults"`
+	TotalKills         int            `json:"total_kills"`
+	// MaxRecovery is the longest time from a kill or homeserver restart
+	// to the next reply seen on the homeserver.
+	MaxRecovery time.Duration `json:"max_recovery_ns"`
+
+	RoomsReplayed    int      `json:"rooms_replayed"`
+	ActorsChecked    int      `json:"actors_checked"`
+	LeakedActors     []string `json:"leaked_actors,omitempty"`
+	LeakedGoroutines int      `json:"leaked_goroutines"`
+	TypingLeft       int      `json:"typing_left"`
+
+	// LostEvents and DuplicatedEvents name the failing invocations as
+	// "event ID (log hash)", so they can be found in Lisa's log.
+	LostEvents       []string `json:"lost_events,omitempty"`
+	DuplicatedEvents []string `json:"duplicated_events,omitempty"`
+
+	Violations []string `json:"violations,omitempty"`
+}
+
+func (r *Report) violate(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// OK reports whether every invariant held.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// TotalFaults is every injected fault: actor, network, kills and
+// homeserver restarts.
+func (r *Report) TotalFaults() int {
+	return r.TotalActorFaults + r.TotalNetFaults + r.TotalKills + r.HomeserverRestarts
+}
+
+// WriteText prints the report for a terminal.
+func (r *Report) WriteText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	verdict := "PASS"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(tw, "chaos campaign\t%s (seed %d; replay: lisa chaos --seed %d)\n", verdict, r.Seed, r.Seed)
+	fmt.Fprintf(tw, "duration\t%s (faults for %s, quiet catch-up %s)\n", r.Duration, r.TrafficPhase, r.QuietCatchUp)
+	fmt.Fprintf(tw, "rooms\t%d allowed + 1 not allowed\n", r.Rooms)
+	fmt.Fprintf(tw, "invocations issued\t%d (and %d messages to ignore)\n", r.Invocations, r.Chatter)
+	fmt.Fprintf(tw, "replies\t%d (%d of them the generic error)\n", r.Replies, r.ErrorReplies)
+	fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
+	fmt.Fprintf(tw, "losses\t%d\n", r.Losses)
+	fmt.Fprintf(tw, "replies to non-invocations\t%d\n", r.Unexpected)
+	fmt.Fprintf(tw, "faults injected\t%d\n", r.TotalFaults())
+	fmt.Fprintf(tw, "  actor faults\t%d %s\n", r.TotalActorFaults, kv(r.ActorFaults))
+	fmt.Fprintf(tw, "  network faults\t%d %s\n", r.TotalNetFaults, kv(r.NetFaults))
+	fmt.Fprintf(tw, "  process kills\t%d %s\n", r.TotalKills, kv(r.Kills))
+	fmt.Fprintf(tw, "  homeserver restarts\t%d\n", r.HomeserverRestarts)
+	fmt.Fprintf(tw, "lisa starts\t%d; exits %s\n", r.LisaStarts, kv(r.Exits))
+	fmt.Fprintf(tw, "max recovery time\t%s\n", r.MaxRecovery)
+	fmt.Fprintf(tw, "journal replay = live state\t%d of %d rooms\n", r.RoomsReplayed, r.Rooms)
+	fmt.Fprintf(tw, "leaked actors / goroutines\t%d / %d (of %d actors)\n", len(r.LeakedActors), max(0, r.LeakedGoroutines), r.ActorsChecked)
+	fmt.Fprintf(tw, "rooms still showing typing\t%d\n", r.TypingLeft)
+	_ = tw.Flush()
+	for _, e := range r.LostEvents {
+		fmt.Fprintf(w, "lost: %s\n", e)
+	}
+	for _, e := range r.DuplicatedEvents {
+		fmt.Fprintf(w, "duplicated: %s\n", e)
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "VIOLATION: %s\n", v)
+	}
+}
+
+func kv(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return "(" + strings.Join(parts, " ") + ")"
+}

@@ -1,0 +1,350 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/actors/app"
+	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/adapters/admin"
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/persistence"
+)
+
+// reply is one of Lisa's messages as the homeserver has it.
+type reply struct {
+	to    id.EventID
+	error bool
+}
+
+// replies reads every message Lisa sent in room from the homeserver.
+func (c *campaign) replies(ctx context.Context, room id.RoomID) ([]reply, error) {
+	var out []reply
+	from := ""
+	for range 1000 {
+		resp, err := c.human.Messages(ctx, room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
+		if err != nil {
+			return nil, err
+		}
+		for _, evt := range resp.Chunk {
+			if string(evt.Sender) != c.bot.UserID {
+				continue
+			}
+			var content struct {
+				Body string `json:"body"`
+				Rel  struct {
+					IRT struct {
+						EventID id.EventID `json:"event_id"`
+					} `json:"m.in_reply_to"`
+				} `json:"m.relates_to"`
+			}
+			_ = json.Unmarshal(evt.Content.VeryRaw, &content)
+			out = append(out, reply{to: content.Rel.IRT.EventID, error: content.Body == genericError})
+		}
+		if resp.End == "" || len(resp.Chunk) == 0 {
+			return out, nil
+		}
+		from = resp.End
+	}
+	return nil, fmt.Errorf("room %s: history too long to count", room)
+}
+
+// replyCounts counts Lisa's replies per invoking event in every room the
+// campaign used, including the one she must not answer in.
+func (c *campaign) replyCounts(ctx context.Context) (map[id.EventID]int, []reply, error) {
+	counts := map[id.EventID]int{}
+	var all []reply
+	for _, r := range append(slices.Clone(c.rooms), c.other) {
+		rs, err := c.replies(ctx, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, rep := range rs {
+			counts[rep.to]++
+		}
+		all = append(all, rs...)
+	}
+	return counts, all, nil
+}
+
+// settle is the quiet phase: no more faults; a fresh Lisa must answer
+// everything still open, exactly once, and then stop cleanly. The
+// invariants are checked here.
+func (c *campaign) settle(ctx context.Context) error {
+	c.progress("traffic over; quiet phase: every invocation must be answered exactly once")
+	obsCtx, stopObs := context.WithCancel(ctx)
+	defer stopObs()
+	go c.observe(obsCtx)
+	p, err := c.launch(true)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.ready:
+	case <-p.done:
+		return fmt.Errorf("quiet lisa exited (%s): %s", p.cause(), p.lastError())
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("quiet lisa not ready after 2 minutes")
+	}
+	recoverStart := time.Now()
+
+	// Every invocation answered at least once.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		counts, _, err := c.replyCounts(ctx)
+		if err != nil {
+			return err
+		}
+		missing := 0
+		c.mu.Lock()
+		for ev := range c.invocations {
+			if counts[ev] == 0 {
+				missing++
+			}
+		}
+		c.mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.progress("%d invocations still unanswered after 5 minutes", missing)
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	c.report.QuietCatchUp = time.Since(recoverStart).Round(100 * time.Millisecond)
+
+	// A sentinel per room: rooms answer in order, so once it is answered
+	// any duplicate of an earlier invocation would have been sent.
+	sentinels := map[id.EventID]id.RoomID{}
+	for _, r := range c.rooms {
+		ev, err := c.send(ctx, r, &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, sentinel: are you done?",
+			Mentions: &event.Mentions{UserIDs: []id.UserID{id.UserID(c.bot.UserID)}}})
+		if err != nil {
+			return err
+		}
+		sentinels[ev] = r
+		c.mu.Lock()
+		c.invocations[ev] = r
+		c.mu.Unlock()
+	}
+	for {
+		counts, _, err := c.replyCounts(ctx)
+		if err != nil {
+			return err
+		}
+		left := 0
+		for ev := range sentinels {
+			if counts[ev] == 0 {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline.Add(2 * time.Minute)) {
+			return fmt.Errorf("%d sentinels unanswered", left)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	if err := c.count(ctx); err != nil {
+		return err
+	}
+	live, err := c.inspect()
+	if err != nil {
+		c.report.violate("admin socket: %v", err)
+	}
+
+	// Typing: a killed Lisa cannot clear hers; the homeserver's timeout
+	// (Lisa's lease is 30 s) must have, and a live Lisa must have.
+	typingDeadline := time.Now().Add(75 * time.Second)
+	for len(c.lisaTyping()) > 0 && time.Now().Before(typingDeadline) {
+		time.Sleep(500 * time.Millisecond)
+	}
+	if left := c.lisaTyping(); len(left) > 0 {
+		c.report.TypingLeft = len(left)
+		c.report.violate("lisa still shown typing in %d rooms", len(left))
+	}
+
+	// A clean stop, without leaked goroutines.
+	if err := p.stop(30 * time.Second); err != nil {
+		c.report.violate("quiet stop: %v", err)
+	}
+	c.account(p)
+	leaked, text := p.leakReport()
+	c.report.LeakedGoroutines = leaked
+	switch {
+	case leaked < 0:
+		c.report.violate("the goroutine leak check did not run")
+	case leaked > 0:
+		c.report.violate("%d goroutines leaked after stop: %s", leaked, text)
+	}
+
+	// The journals on disk replay to the live state.
+	if live != nil {
+		c.checkReplay(live)
+	}
+	c.finishReport()
+	return nil
+}
+
+// count compares Lisa's replies on the homeserver with the invocations.
+func (c *campaign) count(ctx context.Context) error {
+	counts, all, err := c.replyCounts(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.report
+	r.Invocations = len(c.invocations)
+	r.Chatter = len(c.chatter)
+	r.Replies = len(all)
+	for _, rep := range all {
+		if rep.error {
+			r.ErrorReplies++
+		}
+	}
+	name := func(ev id.EventID) string { return fmt.Sprintf("%s (%s) in %s", ev, messages.Hash(string(ev)), messages.Hash(string(c.invocations[ev]))) }
+	for ev := range c.invocations {
+		switch n := counts[ev]; {
+		case n == 0:
+			r.Losses++
+			r.LostEvents = append(r.LostEvents, name(ev))
+		case n > 1:
+			r.Duplicates += n - 1
+			r.DuplicatedEvents = append(r.DuplicatedEvents, name(ev))
+		}
+	}
+	slices.Sort(r.LostEvents)
+	slices.Sort(r.DuplicatedEvents)
+	for ev, n := range counts {
+		if _, ok := c.invocations[ev]; !ok {
+			r.Unexpected += n
+		}
+	}
+	if r.Losses > 0 {
+		r.violate("%d invocations never answered", r.Losses)
+	}
+	if r.Duplicates > 0 {
+		r.violate("%d duplicate replies", r.Duplicates)
+	}
+	if r.Unexpected > 0 {
+		r.violate("%d replies to messages that were not invocations", r.Unexpected)
+	}
+	return nil
+}
+
+// inspect asks the live quiet Lisa, through its admin socket, for each
+// room's state digest and its actors, and checks that no actor leaked.
+func (c *campaign) inspect() (map[string]string, error) {
+	cl, err := admin.Dial(filepath.Join(c.dataDir, "admin.sock"), 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	raw, err := cl.Call("digests")
+	if err != nil {
+		return nil, err
+	}
+	var digests map[string]string
+	if err := json.Unmarshal(raw, &digests); err != nil {
+		return nil, err
+	}
+	raw, err = cl.Call("actors")
+	if err != nil {
+		return nil, err
+	}
+	var actors []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &actors); err != nil {
+		return nil, err
+	}
+	want := map[string]bool{"app": true, "app/rooms": true, "app/sync": true, "app/tools": true}
+	for _, r := range c.rooms {
+		want[app.RoomActorID(string(r))] = true
+	}
+	seen := map[string]bool{}
+	for _, a := range actors {
+		seen[a.ID] = true
+		if want[a.ID] || strings.HasPrefix(a.ID, "app/tools/w") {
+			continue
+		}
+		c.report.LeakedActors = append(c.report.LeakedActors, a.ID)
+	}
+	for w := range want {
+		if !seen[w] {
+			c.report.violate("actor %s missing after the quiet phase", w)
+		}
+	}
+	if n := len(c.report.LeakedActors); n > 0 {
+		c.report.violate("%d actors left over after every invocation finished", n)
+	}
+	c.report.ActorsChecked = len(actors)
+	return digests, nil
+}
+
+// checkReplay replays each room's journal from the stopped Lisa's store.
+func (c *campaign) checkReplay(live map[string]string) {
+	store, err := persistence.OpenBadger(c.dataDir, persistence.BadgerOptions{Logger: c.log})
+	if err != nil {
+		c.report.violate("reopening the store: %v", err)
+		return
+	}
+	defer store.Close()
+	prov, err := persistence.NewProvider(store, 50, slog.New(slog.DiscardHandler))
+	if err != nil {
+		c.report.violate("provider: %v", err)
+		return
+	}
+	for roomID, want := range live {
+		st, err := room.Replay(prov, app.RoomActorID(roomID))
+		if err != nil {
+			c.report.violate("replaying %s: %v", roomID, err)
+			continue
+		}
+		if got := room.Digest(&st); got != want {
+			c.report.violate("room %s: journal replay differs from the live state:\nlive     %q\nreplayed %q", roomID, want, got)
+			continue
+		}
+		c.report.RoomsReplayed++
+	}
+}
+
+// finishReport folds the campaign's counters into the report.
+func (c *campaign) finishReport() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.report
+	r.ActorFaults = c.actorFaults
+	r.LisaStarts = c.launches
+	r.Exits = c.exits
+	// Recovery: from each process-level fault to the next reply seen.
+	for _, f := range c.faultTimes {
+		i, _ := slices.BinarySearchFunc(c.firstReply, f, func(a, b time.Time) int { return a.Compare(b) })
+		if i < len(c.firstReply) {
+			r.MaxRecovery = max(r.MaxRecovery, c.firstReply[i].Sub(f).Round(10*time.Millisecond))
+		}
+	}
+	for _, n := range c.actorFaults {
+		r.TotalActorFaults += n
+	}
+	for _, n := range r.NetFaults {
+		r.TotalNetFaults += n
+	}
+	for _, n := range r.Kills {
+		r.TotalKills += n
+	}
+}
