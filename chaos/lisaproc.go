@@ -32,7 +32,7 @@ type lisaProc struct {
 	// baseline is closed when this process recorded the first sync
 	// baseline (only the very first process of a campaign does).
 	baseline chan struct{}
-	killed  bool // by the campaign
+	killed   bool // by the campaign
 
 	mu       sync.Mutex
 	faults   map[string]int // actor fault kind -> count

@@ -216,7 +216,9 @@ func (c *campaign) count(ctx context.Context) error {
 			r.ErrorReplies++
 		}
 	}
-	name := func(ev id.EventID) string { return fmt.Sprintf("%s (%s) in %s", ev, messages.Hash(string(ev)), messages.Hash(string(c.invocations[ev]))) }
+	name := func(ev id.EventID) string {
+		return fmt.Sprintf("%s (%s) in %s", ev, messages.Hash(string(ev)), messages.Hash(string(c.invocations[ev])))
+	}
 	for ev := range c.invocations {
 		switch n := counts[ev]; {
 		case n == 0:
