@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -50,7 +52,7 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		log.Info("pandoc found", "version", v)
 	}
 	m := res.Config.Matrix
-	session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, res.MatrixAccessToken.Reveal(), nil)
+	session, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), log, time.After)
 	if err != nil {
 		log.Error("cannot start: Matrix session check failed", "err", err.Error())
 		return exitFailure
@@ -94,6 +96,32 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// connect restores the Matrix session. While the homeserver is unreachable,
+// overloaded or rate limiting, it waits and tries again (until ctx ends):
+// a daemon started before its homeserver must not give up. A wrong token,
+// user or device is final.
+func connect(ctx context.Context, m config.MatrixConfig, token string, log *slog.Logger, after func(time.Duration) <-chan time.Time) (*matrix.Client, error) {
+	delay := time.Second
+	for {
+		session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, token, nil)
+		var le *messages.Error
+		if err == nil || !errors.As(err, &le) || (le.Code != messages.CodeMatrixUnavailable && le.Code != messages.CodeMatrixRateLimit) {
+			return session, err
+		}
+		wait := delay
+		if le.RetryAfter > 0 {
+			wait = min(le.RetryAfter, time.Minute)
+		}
+		log.Warn("homeserver not available yet; retrying the session check", "err", err.Error(), "retry_in_ms", wait.Milliseconds())
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-after(wait):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
 }
 
 // applyFailpoint arms the test-only failpoint named in the environment.
