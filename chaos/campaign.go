@@ -106,6 +106,7 @@ type campaign struct {
 
 	mu          sync.Mutex
 	invocations map[id.EventID]id.RoomID // every mention Lisa must answer once
+	sentInfo    map[id.EventID]string    // what each invocation was, and when
 	chatter     map[id.EventID]bool      // messages Lisa must not answer
 	lisaEvents  map[id.RoomID][]id.EventID
 	faultTimes  []time.Time
@@ -153,7 +154,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	c := &campaign{
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6c697361)), log: cfg.Logger,
 		report:      &Report{Seed: cfg.Seed, Rooms: cfg.Rooms, NetFaults: map[string]int{}, Kills: map[string]int{}},
-		invocations: map[id.EventID]id.RoomID{}, chatter: map[id.EventID]bool{},
+		invocations: map[id.EventID]id.RoomID{}, chatter: map[id.EventID]bool{}, sentInfo: map[id.EventID]string{},
 		lisaEvents: map[id.RoomID][]id.EventID{}, typing: map[id.RoomID][]id.UserID{},
 		exits: map[string]int{}, actorFaults: map[string]int{},
 	}
@@ -219,7 +220,7 @@ func (c *campaign) setUp(ctx context.Context) error {
 		return err
 	}
 	if c.hsProxy, err = NewProxy(hs.URL(), NetPlan{Seed: c.cfg.Seed + 1, Rate: c.cfg.NetRate, MaxLatency: 1500 * time.Millisecond,
-		Malform: []string{"next_batch", "rooms", "account_data"}}); err != nil {
+		Malform: []string{"next_batch", "rooms", "account_data"}, TypeOnly: []string{"rooms"}}); err != nil {
 		return err
 	}
 	if c.llmProxy, err = NewProxy(strings.TrimSuffix(c.llm.URL(), "/v1"), NetPlan{Seed: c.cfg.Seed + 2, Rate: c.cfg.NetRate, MaxLatency: 1500 * time.Millisecond}); err != nil {
@@ -500,20 +501,24 @@ func (c *campaign) humanMessage(ctx context.Context, n int) error {
 	room := c.rooms[c.intn(len(c.rooms))]
 	content := &event.MessageEventContent{MsgType: event.MsgText}
 	invocation := true
+	kind := "mention"
 	switch r := c.intn(100); {
 	case r < 50:
 		content.Body = fmt.Sprintf("Lisa, question %d: what do you think?", n)
 		content.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(c.bot.UserID)}}
 	case r < 65:
+		kind = "alias"
 		content.Body = fmt.Sprintf("hey lisa, thought %d?", n)
 	case r < 78:
 		c.mu.Lock()
 		evs := c.lisaEvents[room]
 		c.mu.Unlock()
 		if len(evs) == 0 {
+			kind = "alias"
 			content.Body = fmt.Sprintf("@Lisa number %d", n)
 			break
 		}
+		kind = "reply to lisa"
 		content.Body = fmt.Sprintf("and more on that (%d)", n)
 		content.RelatesTo = &event.RelatesTo{InReplyTo: &event.InReplyTo{EventID: evs[c.intn(len(evs))]}}
 	case r < 95:
@@ -532,6 +537,7 @@ func (c *campaign) humanMessage(ctx context.Context, n int) error {
 	c.mu.Lock()
 	if invocation {
 		c.invocations[ev] = room
+		c.sentInfo[ev] = kind + " sent " + time.Now().UTC().Format("15:04:05.000")
 	} else {
 		c.chatter[ev] = true
 	}

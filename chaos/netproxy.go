@@ -58,6 +58,11 @@ type NetPlan struct {
 	// Malform is the list of JSON fields Malformed may damage (top-level
 	// names); by default a field is picked from the body.
 	Malform []string
+	// TypeOnly lists fields of Malform that are only ever given a wrong
+	// type, never removed or nulled: for them a missing value is
+	// indistinguishable from a truthful empty one (a sync response without
+	// "rooms" says "nothing new"), so no client could notice the damage.
+	TypeOnly []string
 }
 
 // Proxy is a seeded HTTP fault proxy on a loopback port.
@@ -204,7 +209,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		if kind == Truncate {
 			body = body[:rng.IntN(len(body)+1)]
 		} else {
-			body = malform(body, rng, p.plan.Malform)
+			body = malform(body, rng, p.plan.Malform, p.plan.TypeOnly)
 		}
 		for k, v := range rec.header {
 			w.Header()[k] = v
@@ -232,7 +237,7 @@ func hangUp(w http.ResponseWriter) {
 // malform damages a JSON object body: a field gets the wrong type, goes
 // missing, or the body grows by megabytes of padding. Bodies that are not
 // JSON objects are cut in half instead.
-func malform(body []byte, rng *rand.Rand, fields []string) []byte {
+func malform(body []byte, rng *rand.Rand, fields, typeOnly []string) []byte {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) != nil || len(obj) == 0 {
 		return body[:len(body)/2]
@@ -245,7 +250,11 @@ func malform(body []byte, rng *rand.Rand, fields []string) []byte {
 		slices.Sort(fields)
 	}
 	field := fields[rng.IntN(len(fields))]
-	switch rng.IntN(4) {
+	damage := rng.IntN(4)
+	if slices.Contains(typeOnly, field) && (damage == 1 || damage == 2) {
+		damage = 0
+	}
+	switch damage {
 	case 0: // wrong type
 		if bytes.HasPrefix(bytes.TrimSpace(obj[field]), []byte(`"`)) {
 			obj[field] = json.RawMessage(`12345`)

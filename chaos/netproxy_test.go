@@ -112,8 +112,8 @@ func TestMalformIsSeeded(t *testing.T) {
 	for seed := range uint64(20) {
 		p1, _ := NewProxy("http://127.0.0.1:1", NetPlan{Seed: seed})
 		p2, _ := NewProxy("http://127.0.0.1:1", NetPlan{Seed: seed})
-		a := malform(body, p1.rng, nil)
-		b := malform(body, p2.rng, nil)
+		a := malform(body, p1.rng, nil, nil)
+		b := malform(body, p2.rng, nil, nil)
 		p1.Close()
 		p2.Close()
 		if string(a) != string(b) {
@@ -123,7 +123,25 @@ func TestMalformIsSeeded(t *testing.T) {
 			t.Fatalf("seed %d: body unchanged", seed)
 		}
 	}
-	if got := malform([]byte("not json"), nil, nil); string(got) != "not " {
+	if got := malform([]byte("not json"), nil, nil, nil); string(got) != "not " {
 		t.Fatalf("non-JSON: %q", got)
+	}
+}
+
+// TestTypeOnlyFieldsKeepTheirPlace: a type-only field is never removed or
+// nulled, only given a wrong type.
+func TestTypeOnlyFieldsKeepTheirPlace(t *testing.T) {
+	body := []byte(`{"next_batch":"s1","rooms":{"join":{}}}`)
+	for seed := range uint64(200) {
+		p, _ := NewProxy("http://127.0.0.1:1", NetPlan{Seed: seed})
+		out := malform(body, p.rng, []string{"rooms"}, []string{"rooms"})
+		p.Close()
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(out, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := obj["rooms"]; !ok || string(r) == "null" {
+			t.Fatalf("seed %d removed or nulled rooms: %s", seed, out)
+		}
 	}
 }
