@@ -441,7 +441,14 @@ func (c *campaign) traffic(ctx context.Context) error {
 		if time.Since(lastReport) > 15*time.Second {
 			lastReport = time.Now()
 			inv, faults, kills, restarts := c.counts()
-			c.progress("%s: %d invocations, %d actor faults, %d kills, %d homeserver restarts", time.Since(start).Round(time.Second), inv, faults, kills, restarts)
+			net := 0
+			for _, px := range []*Proxy{c.hsProxy, c.llmProxy} {
+				for _, n := range px.Counts() {
+					net += n
+				}
+			}
+			c.progress("%s: %d invocations, %d actor faults, %d network faults, %d kills, %d homeserver restarts",
+				time.Since(start).Round(time.Second), inv, faults, net, kills, restarts)
 		}
 	}
 	cancel()
