@@ -86,7 +86,10 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("Render(%q): %v", md, err)
 		}
 		c := checkContent(t, b, "$ev")
-		if strings.Contains(c.Body, "javascript:") && !strings.Contains(md+srcURL+title+body, "javascript") {
+		// Control characters are removed before anything else, so
+		// "java\x13script:" legitimately reads "javascript:" (as text; an
+		// href with it is dropped by the sanitiser).
+		if strings.Contains(c.Body, "javascript:") && !strings.Contains(cleanText(md+srcURL+title+body), "javascript") {
 			t.Fatalf("body invents a javascript: URL: %q", c.Body)
 		}
 		again, err := r.Render(a)
