@@ -26,7 +26,7 @@ type scaleReport struct {
 	// ReadySeconds is from opening the store to every room replayed and
 	// live, with ReadyRooms rooms and JournalEvents journal events on
 	// disk.
-	ReadySeconds  float64 `json:"ready_seconds"`
+	ReadySeconds float64 `json:"ready_seconds"`
 	// StartSeconds is until startDaemon returned (configuration, whoami,
 	// store open, actor tree spawned); the rest of ReadySeconds is replay.
 	StartSeconds  float64 `json:"daemon_start_seconds"`
