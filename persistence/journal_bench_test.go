@@ -110,4 +110,3 @@ func BenchmarkProviderPersist(b *testing.B) {
 		i++
 	}
 }
-
