@@ -183,7 +183,7 @@ func targets(r *benchReport) []targetResult {
 	if s := r.Scale; s != nil {
 		out = append(out,
 			targetResult{"RSS per idle room", "≤ 4 KiB", fmt.Sprintf("%.2f KiB at %d rooms", s.RSSPerRoomKiB, s.IdleRooms), s.RSSPerRoomKiB <= 4},
-			targetResult{"ready time", "≤ 1 s", fmt.Sprintf("%.3f s (%d rooms, %d journal events)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents), s.ReadySeconds <= 1},
+			targetResult{"ready time", "≤ 1 s", fmt.Sprintf("%.3f s to first answer (%d rooms, %d journal events; all rooms live after %.3f s)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.AllLiveSeconds), s.ReadySeconds <= 1},
 		)
 	}
 	return out
@@ -217,7 +217,8 @@ func printBench(w io.Writer, r *benchReport) {
 	if s := r.Scale; s != nil {
 		fmt.Fprintf(w, "scale\n")
 		fmt.Fprintf(w, "  %-42s %.2f KiB RSS, %.2f KiB Go heap (%d rooms)\n", "per idle allowed room", s.RSSPerRoomKiB, s.HeapPerRoomKiB, s.IdleRooms)
-		fmt.Fprintf(w, "  %-42s %.3f s (%d rooms, %d journal events, %d replayed; daemon started after %.3f s)\n", "start to ready", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.ReplayedEvents, s.StartSeconds)
+		fmt.Fprintf(w, "  %-42s %.3f s (%d rooms, %d journal events; daemon started after %.3f s)\n", "start to first answer (ready)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.StartSeconds)
+		fmt.Fprintf(w, "  %-42s %.3f s (%d events replayed)\n", "start to every room replayed", s.AllLiveSeconds, s.ReplayedEvents)
 	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintf(w, "targets (issue #8)\n")

@@ -252,7 +252,7 @@ func (l *benchLisa) awaitRooms(ctx context.Context, rooms []string) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5)",
-		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to ready", "targets (issue #8)"} {
+		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issue #8)"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}

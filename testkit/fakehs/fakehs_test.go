@@ -100,6 +100,9 @@ func TestSyncLongPollAndLimited(t *testing.T) {
 	if err != nil || len(empty.Rooms.Join) != 0 || empty.NextBatch != got.NextBatch {
 		t.Fatalf("empty sync = %+v, %v", empty, err)
 	}
+	if s.Head() != got.NextBatch {
+		t.Errorf("head %s, next_batch %s", s.Head(), got.NextBatch)
+	}
 	if _, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: filter, Since: "s999"}); err == nil {
 		t.Fatal("an unknown since token was accepted")
 	}

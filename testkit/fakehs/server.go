@@ -192,6 +192,14 @@ func (s *Server) Events(roomID string) []Event {
 	return out
 }
 
+// Head returns the since token of the current end of the stream: a
+// /sync from it returns only what is posted afterwards.
+func (s *Server) Head() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return token(int64(len(s.log)))
+}
+
 // Counts returns how many requests each endpoint served.
 func (s *Server) Counts() map[string]int {
 	s.mu.Lock()
