@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -31,6 +32,8 @@ type benchOptions struct {
 	journalEvents       int // scale: journal events on disk at start
 	fsyncs, rtts        int // floor samples
 	jsonPath            string
+	heapProfile         string // write a heap profile with the idle rooms running
+	cpuProfile          string // profile the fake-homeserver latency phase
 	logOut              io.Writer
 }
 
@@ -81,6 +84,8 @@ func benchCmd(ctx context.Context, c *cli, args []string) int {
 	fs.IntVar(&o.fsyncs, "fsyncs", 500, "floor: fsync samples")
 	fs.IntVar(&o.rtts, "rtts", 2000, "floor: loopback round-trip samples")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the JSON report to this file")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the fake-homeserver latency phase to this file")
+	fs.StringVar(&o.heapProfile, "heap-profile", "", "write a heap profile to this file while the idle rooms run")
 	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -127,7 +132,12 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 	}
 	if o.invocations > 0 {
 		step("latency through the fake homeserver: %d invocations (+%d warm-up)", o.invocations, o.warmup)
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return rep, err
+		}
 		lr, err := benchFakeLatency(ctx, filepath.Join(work, "fake"), o)
+		stopProfile()
 		if err != nil {
 			return rep, fmt.Errorf("fake-homeserver latency: %w", err)
 		}
@@ -163,6 +173,23 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 	}
 	rep.Targets = targets(rep)
 	return rep, nil
+}
+
+// startCPUProfile profiles the process into path until the returned
+// function is called; an empty path profiles nothing.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // targets evaluates the acceptance targets of issue #8 on what was

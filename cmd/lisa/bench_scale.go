@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -55,6 +57,18 @@ func sampleMemory() memSample {
 	return memSample{rssKiB: rss, heapKiB: int64(ms.HeapInuse / 1024)}
 }
 
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // settle lets the actors finish what starting them scheduled.
 func settle() { time.Sleep(500 * time.Millisecond) }
 
@@ -89,6 +103,11 @@ func benchScale(ctx context.Context, work string, o benchOptions, step func(stri
 		}
 		settle()
 		after := sampleMemory()
+		if name == "all" && o.heapProfile != "" {
+			if err := writeHeapProfile(o.heapProfile); err != nil {
+				return memSample{}, err
+			}
+		}
 		return memSample{rssKiB: after.rssKiB - before.rssKiB, heapKiB: after.heapKiB - before.heapKiB}, nil
 	}
 	one, err := measure("one", rooms[:1])
