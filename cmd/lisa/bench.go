@@ -236,6 +236,9 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "%s (n=%d)\n", l.name, l.r.N)
 		fmt.Fprintf(w, "  %-42s %.2f / %.2f / %.2f ms\n", "p50 / p95 / p99", l.r.P50Ms, l.r.P95Ms, l.r.P99Ms)
 		fmt.Fprintf(w, "  %-42s %.2f× / %.2f× / %.2f×\n", "÷ floor", l.r.P50Ratio, l.r.P95Ratio, l.r.P99Ratio)
+		for _, sg := range l.r.Segments {
+			fmt.Fprintf(w, "    %-68s p50 %6.2f  p99 %6.2f ms\n", sg.Name, sg.P50Ms, sg.P99Ms)
+		}
 	}
 	if t := r.Throughput; t != nil {
 		fmt.Fprintf(w, "throughput (%d rooms, %d invocations, max_concurrent_rooms %d)\n", t.Rooms, t.Invocations, t.MaxConcurrent)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -31,8 +32,89 @@ type latencyReport struct {
 	CallsPerInvocation map[string]float64 `json:"calls_per_invocation,omitempty"`
 	// Measured says where the two instants come from.
 	Measured string `json:"measured"`
+	// Segments split the latency at the requests the fake homeserver saw
+	// (fake homeserver only): p50 and p99 of each segment in ms.
+	Segments []segmentStats `json:"segments,omitempty"`
 
 	samples []time.Duration
+}
+
+// segmentStats is one part of the path between two observed requests.
+type segmentStats struct {
+	Name  string  `json:"name"`
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+}
+
+// segmentNames name the parts of the path between the instants the fake
+// homeserver observes.
+var segmentNames = []string{
+	"deliverable → /sync response written",
+	"/sync response → GET /context (classify, CommitSync, queue, start)",
+	"GET /context → GET /joined_members",
+	"GET /joined_members → typing off (LLM, render)",
+	"typing off → reply PUT (ReplyReady, send)",
+}
+
+// tracer records, per room, when the fake homeserver saw each request.
+type tracer struct {
+	mu   sync.Mutex
+	seen map[string][]tracePoint
+}
+
+type tracePoint struct {
+	endpoint string
+	at       time.Time
+}
+
+func (t *tracer) on(endpoint, room string, at time.Time) {
+	t.mu.Lock()
+	t.seen[room] = append(t.seen[room], tracePoint{endpoint, at})
+	t.mu.Unlock()
+}
+
+// take returns and forgets room's points.
+func (t *tracer) take(room string) []tracePoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pts := t.seen[room]
+	delete(t.seen, room)
+	return pts
+}
+
+// segments splits [t0, send] at the first /sync, /context and
+// /joined_members after t0 and the last typing request before the send;
+// ok is false if one is missing.
+func segments(t0 time.Time, pts []tracePoint) ([]time.Duration, bool) {
+	first := map[string]time.Time{}
+	var typingOff, send time.Time
+	for _, p := range pts {
+		if p.at.Before(t0) {
+			continue
+		}
+		if _, ok := first[p.endpoint]; !ok {
+			first[p.endpoint] = p.at
+		}
+		switch p.endpoint {
+		case "typing":
+			if send.IsZero() {
+				typingOff = p.at
+			}
+		case "send":
+			if send.IsZero() {
+				send = p.at
+			}
+		}
+	}
+	marks := []time.Time{t0, first["sync"], first["context"], first["joined_members"], typingOff, send}
+	out := make([]time.Duration, 0, len(marks)-1)
+	for i := 1; i < len(marks); i++ {
+		if marks[i].IsZero() || marks[i].Before(marks[i-1]) {
+			return nil, false
+		}
+		out = append(out, marks[i].Sub(marks[i-1]))
+	}
+	return out, true
 }
 
 func (l *latencyReport) finish(floorMs float64) {
@@ -64,8 +146,9 @@ const (
 )
 
 // startFake starts a fake homeserver with n rooms named by prefix.
-func startFake(n int, prefix string, w *arrivals) (*fakehs.Server, []string, error) {
-	hs := fakehs.New(fakehs.Options{UserID: benchBot, DeviceID: benchDevice, Token: benchToken, OnSend: func(s fakehs.Send) { w.deliver(inReplyTo(s.Content), s.At) }})
+func startFake(n int, prefix string, w *arrivals, onRequest func(endpoint, room string, at time.Time)) (*fakehs.Server, []string, error) {
+	hs := fakehs.New(fakehs.Options{UserID: benchBot, DeviceID: benchDevice, Token: benchToken,
+		OnSend: func(s fakehs.Send) { w.deliver(inReplyTo(s.Content), s.At) }, OnRequest: onRequest})
 	if err := hs.Listen(); err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +165,8 @@ func startFake(n int, prefix string, w *arrivals) (*fakehs.Server, []string, err
 // parked so the mention is delivered at once.
 func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latencyReport, error) {
 	waiter := newArrivals(nil)
-	hs, rooms, err := startFake(max(1, o.latencyRooms), "lat", waiter)
+	trace := &tracer{seen: map[string][]tracePoint{}}
+	hs, rooms, err := startFake(max(1, o.latencyRooms), "lat", waiter, trace.on)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +186,7 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 	}
 	rep := &latencyReport{Measured: "deliverable = the fake homeserver stored the event while Lisa's /sync was parked; arrival = the reply PUT reached the fake, before its body was read"}
 	var before map[string]int
+	segs := make([][]time.Duration, len(segmentNames))
 	for i := range o.warmup + o.invocations {
 		if i == o.warmup {
 			before = hs.Counts()
@@ -112,6 +197,7 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 			cancel()
 			return nil, fmt.Errorf("waiting for Lisa's /sync: %w", err)
 		}
+		trace.take(room)
 		evID, at, err := hs.Post(room, benchHuman, mention(benchBot, i))
 		if err != nil {
 			cancel()
@@ -127,6 +213,11 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 		}
 		if i >= o.warmup {
 			rep.samples = append(rep.samples, arrived.Sub(at))
+			if parts, ok := segments(at, trace.take(room)); ok {
+				for k, d := range parts {
+					segs[k] = append(segs[k], d)
+				}
+			}
 		}
 		// Let Lisa take her own reply through /sync before the next one.
 		evs := hs.Events(room)
@@ -135,6 +226,9 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 			return nil, fmt.Errorf("Lisa did not sync her reply: %w", err)
 		}
 		cancel()
+	}
+	for k, name := range segmentNames {
+		rep.Segments = append(rep.Segments, segmentStats{Name: name, P50Ms: pct(segs[k], 50), P99Ms: pct(segs[k], 99)})
 	}
 	after := hs.Counts()
 	rep.CallsPerInvocation = map[string]float64{}
@@ -151,7 +245,7 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 func benchThroughput(ctx context.Context, work string, o benchOptions) (*throughputStats, error) {
 	total := o.rooms * o.perRoom
 	waiter := newArrivals(make(chan time.Time, total+16))
-	hs, rooms, err := startFake(o.rooms, "tp", waiter)
+	hs, rooms, err := startFake(o.rooms, "tp", waiter, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -75,7 +75,7 @@ func settle() { time.Sleep(500 * time.Millisecond) }
 func benchScale(ctx context.Context, work string, o benchOptions, step func(string, ...any)) (*scaleReport, error) {
 	rep := &scaleReport{IdleRooms: o.idleRooms, ReadyRooms: o.idleRooms}
 	replies := newArrivals(nil)
-	hs, rooms, err := startFake(o.idleRooms, "idle", replies)
+	hs, rooms, err := startFake(o.idleRooms, "idle", replies, nil)
 	if err != nil {
 		return nil, err
 	}

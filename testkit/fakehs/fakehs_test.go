@@ -146,7 +146,24 @@ func TestSendIsIdempotentPerTxnAndSeenInSync(t *testing.T) {
 }
 
 func TestEventContextMembersTyping(t *testing.T) {
-	s, cli := start(t, nil)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	s := fakehs.New(fakehs.Options{UserID: bot, DeviceID: "DEV", Token: "tok", OnRequest: func(endpoint, r string, at time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r == room && !at.IsZero() {
+			seen[endpoint]++
+		}
+	}})
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.CreateRoom(room, map[string]string{human: "Ann"})
+	cli, err := mautrix.NewClient(s.URL(), bot, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	var ids []string
 	for _, body := range []string{"one", "two", "three", "four"} {
@@ -179,5 +196,10 @@ func TestEventContextMembersTyping(t *testing.T) {
 	}
 	if got := s.Counts(); got["typing"] != 1 || got["context"] != 1 || got["joined_members"] != 1 {
 		t.Fatalf("counts = %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["typing"] != 1 || seen["context"] != 1 || seen["joined_members"] != 1 || seen["event"] != 2 {
+		t.Fatalf("OnRequest saw %v", seen)
 	}
 }

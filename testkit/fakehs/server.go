@@ -29,6 +29,11 @@ type Options struct {
 	// event, before the response is written, with the instant the request
 	// arrived. It must not block for long.
 	OnSend func(Send)
+	// OnRequest, if set, is called when a request reaches an endpoint
+	// ("sync" when a /sync response is about to be written, else when the
+	// request arrives) with the room it concerns ("" for none). It must
+	// not block for long.
+	OnRequest func(endpoint, room string, at time.Time)
 }
 
 // Send is a reply that arrived by PUT /send.
@@ -271,6 +276,9 @@ func (s *Server) auth(name string, next http.HandlerFunc) http.HandlerFunc {
 		s.mu.Lock()
 		s.counts[name]++
 		s.mu.Unlock()
+		if s.opts.OnRequest != nil && name != "sync" {
+			s.opts.OnRequest(name, r.PathValue("room"), s.opts.Now())
+		}
 		next(w, r)
 	}
 }
@@ -408,6 +416,11 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
+	if s.opts.OnRequest != nil {
+		for room := range join {
+			s.opts.OnRequest("sync", room, s.opts.Now())
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"next_batch": token(head), "rooms": map[string]any{"join": join}})
 }
 
@@ -449,6 +462,9 @@ func (s *Server) sendHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	roomID, typ, txn := r.PathValue("room"), r.PathValue("type"), r.PathValue("txn")
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest("send", roomID, at)
+	}
 	s.mu.Lock()
 	s.counts["send"]++
 	if id, ok := s.txns[txn]; ok {
