@@ -33,7 +33,7 @@ type benchOptions struct {
 	fsyncs, rtts        int // floor samples
 	jsonPath            string
 	heapProfile         string // write a heap profile with the idle rooms running
-	cpuProfile          string // profile the fake-homeserver latency phase
+	cpuProfile          string // profile the throughput phase
 	logOut              io.Writer
 }
 
@@ -84,7 +84,7 @@ func benchCmd(ctx context.Context, c *cli, args []string) int {
 	fs.IntVar(&o.fsyncs, "fsyncs", 500, "floor: fsync samples")
 	fs.IntVar(&o.rtts, "rtts", 2000, "floor: loopback round-trip samples")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the JSON report to this file")
-	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the fake-homeserver latency phase to this file")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the throughput phase to this file")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "write a heap profile to this file while the idle rooms run")
 	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -132,12 +132,7 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 	}
 	if o.invocations > 0 {
 		step("latency through the fake homeserver: %d invocations (+%d warm-up)", o.invocations, o.warmup)
-		stopProfile, err := startCPUProfile(o.cpuProfile)
-		if err != nil {
-			return rep, err
-		}
 		lr, err := benchFakeLatency(ctx, filepath.Join(work, "fake"), o)
-		stopProfile()
 		if err != nil {
 			return rep, fmt.Errorf("fake-homeserver latency: %w", err)
 		}
@@ -146,7 +141,12 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 	}
 	if o.rooms > 0 && o.perRoom > 0 {
 		step("throughput: %d rooms × %d mentions through the fake homeserver", o.rooms, o.perRoom)
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return rep, err
+		}
 		tr, err := benchThroughput(ctx, filepath.Join(work, "throughput"), o)
+		stopProfile()
 		if err != nil {
 			return rep, fmt.Errorf("throughput: %w", err)
 		}
