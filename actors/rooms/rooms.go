@@ -81,14 +81,13 @@ func newSupervisor(cfg Config) *supervisor {
 		respawns: map[string]int{},
 		timers:   map[string]func() bool{},
 		holders:  map[string]uint64{},
-		queued:   map[string]bool{},
-		starting: map[string]bool{},
 	}
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.queued, s.starting = map[string]bool{}, map[string]bool{}
 		s.unstarted = append(s.unstarted[:0], s.cfg.Rooms...)
 		for _, room := range s.cfg.Rooms {
 			s.queued[room] = true
