@@ -23,7 +23,7 @@ const (
 	// MaxGapPageLimit bounds matrix.gap_page_limit.
 	MaxGapPageLimit = 100
 	// MaxAllowedRooms bounds the length of matrix.allowed_room_ids.
-	MaxAllowedRooms = 256
+	MaxAllowedRooms = 10_000
 	// MaxMentionAliases bounds the length of matrix.mention_aliases.
 	MaxMentionAliases = 32
 	// MaxMentionAliasChars bounds the length of one mention alias, in

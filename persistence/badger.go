@@ -26,6 +26,7 @@ type BadgerOptions struct {
 // synchronous writes, so an acknowledged write survives a process kill.
 type Badger struct {
 	db     *badger.DB
+	writes *groupCommit
 	closed atomic.Bool
 }
 
@@ -48,7 +49,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open badger at %s: %w", dir, err)
 	}
-	return &Badger{db: db}, nil
+	return &Badger{db: db, writes: newGroupCommit(db)}, nil
 }
 
 // Size returns the database's size on disk (LSM tree plus value log).
@@ -65,23 +66,18 @@ func (s *Badger) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.writes.stop()
 	return s.db.Close()
 }
 
+// update runs fn in a durable read-write transaction. Concurrent writes
+// share transactions (see groupCommit); each returns once its own write is
+// synced to disk.
 func (s *Badger) update(fn func(txn *badger.Txn) error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	// Badger's optimistic transactions abort when another transaction
-	// wrote a key this one read; the work is idempotent, so retry a few
-	// times before giving up.
-	var err error
-	for range 5 {
-		if err = s.db.Update(fn); !errors.Is(err, badger.ErrConflict) {
-			return err
-		}
-	}
-	return err
+	return s.writes.update(fn)
 }
 
 func (s *Badger) view(fn func(txn *badger.Txn) error) error {

@@ -41,13 +41,26 @@ func crashChild(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
+	commit := func(i uint64) error {
+		c := &roompb.Candidate{RoomId: "!crash:hs", EventId: fmt.Sprintf("$%d", i), Body: strings.Repeat("x", int(i%97))}
+		_, err := s.CommitSync(&roompb.SyncCursor{NextBatch: fmt.Sprintf("s%d", i), BaselineDone: true}, []*roompb.Candidate{c})
+		return err
+	}
+	// The previous run may have been killed between the journal write and
+	// the commit of the same index: redo that commit (it is idempotent), as
+	// Lisa retries an unacknowledged step.
+	if next > 0 {
+		if err := commit(next - 1); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 4
+		}
+	}
 	for i := next; ; i++ {
 		if err := s.AppendEvent(crashJournal, i, &roompb.InvocationDuplicate{EventId: fmt.Sprintf("$%d", i)}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 4
 		}
-		c := &roompb.Candidate{RoomId: "!crash:hs", EventId: fmt.Sprintf("$%d", i), Body: strings.Repeat("x", int(i%97))}
-		if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: fmt.Sprintf("s%d", i), BaselineDone: true}, []*roompb.Candidate{c}); err != nil {
+		if err := commit(i); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 4
 		}

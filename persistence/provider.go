@@ -77,8 +77,16 @@ func (p *Provider) GetSnapshot(name string) (any, int, bool) {
 	return snap, int(idx), true
 }
 
-// PersistSnapshot implements actorpersist.SnapshotStore, then compacts.
+// PersistSnapshot implements actorpersist.SnapshotStore, then compacts:
+// in the same write when the journal is a SnapshotCompactor, else after
+// it.
 func (p *Provider) PersistSnapshot(name string, index int, snap proto.Message) {
+	if c, ok := p.j.(SnapshotCompactor); ok && index >= 0 {
+		if err := c.SaveSnapshotCompacting(name, uint64(index), snap); err != nil {
+			panic(&StorageError{Op: "write snapshot", Name: name, Err: err})
+		}
+		return
+	}
 	if err := p.j.SaveSnapshot(name, uint64(index), snap); err != nil {
 		panic(&StorageError{Op: "write snapshot", Name: name, Err: err})
 	}

@@ -31,9 +31,19 @@ type Config struct {
 	// A respawned room that then runs for RestartWindow without being
 	// stopped again starts over at RespawnBase.
 	RespawnBase, RespawnMax time.Duration
-	Clock                   Clock
-	Logger                  *slog.Logger
+	// StartConcurrency bounds how many rooms replay their journals at
+	// once when the supervisor starts; the others wait their turn, and a
+	// nudge for a waiting room starts it at once. Zero or less means
+	// DefaultStartConcurrency.
+	StartConcurrency int
+	Clock            Clock
+	Logger           *slog.Logger
 }
+
+// DefaultStartConcurrency is the default StartConcurrency: enough to keep
+// both disk and cores busy, few enough that a room someone is talking to
+// is not stuck behind thousands of idle rooms replaying.
+const DefaultStartConcurrency = 64
 
 // Props returns the supervisor's props.
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
@@ -53,6 +63,13 @@ type supervisor struct {
 	holders map[string]uint64 // actor ID -> token
 	waiting []waiter
 	maxHeld int
+
+	// Start-up sweep: rooms not spawned yet, in order, and the rooms
+	// spawned by the sweep or a nudge that have not reported live yet
+	// (by actor ID).
+	unstarted []string
+	queued    map[string]bool
+	starting  map[string]bool
 }
 
 type waiter struct {
@@ -77,11 +94,22 @@ func newSupervisor(cfg Config) *supervisor {
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.queued, s.starting = map[string]bool{}, map[string]bool{}
+		s.unstarted = append(s.unstarted[:0], s.cfg.Rooms...)
 		for _, room := range s.cfg.Rooms {
-			s.spawn(ctx, room)
+			s.queued[room] = true
 		}
+		s.startMore(ctx)
 	case *messages.Nudge:
-		if pid := s.children[string(m.Room)]; pid != nil {
+		room := string(m.Room)
+		if s.queued[room] {
+			// Someone is talking in a room still waiting for its turn:
+			// start it now. It drains its inbox once it is live.
+			delete(s.queued, room)
+			s.spawn(ctx, room)
+			return
+		}
+		if pid := s.children[room]; pid != nil {
 			ctx.Send(pid, m)
 		}
 	case *messages.AcquireSlot:
@@ -93,13 +121,16 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *messages.Drain:
 		s.draining = true
 	case *messages.ResetSlots:
+		// A room sends it once its journal is replayed: it is live.
 		if sender := ctx.Sender(); sender != nil {
 			s.forget(ctx.Send, sender.Id)
+			s.started(ctx, sender.Id)
 		}
 	case *messages.RoomsStatusRequest:
 		st := &messages.RoomsStatus{Running: map[messages.RoomID]bool{}}
 		for _, room := range s.cfg.Rooms {
-			st.Running[messages.RoomID(room)] = s.children[room] != nil
+			// A room waiting for its turn to start has not failed.
+			st.Running[messages.RoomID(room)] = s.children[room] != nil || s.queued[room]
 		}
 		ctx.Respond(st)
 	case *messages.SlotStatusRequest:
@@ -113,6 +144,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		ctx.Respond(st)
 	case *actor.Terminated:
 		s.forget(ctx.Send, m.Who.Id)
+		s.started(ctx, m.Who.Id)
 		for room, pid := range s.children {
 			if pid.Equal(m.Who) {
 				delete(s.children, room)
@@ -144,6 +176,38 @@ func (s *supervisor) spawn(ctx actor.Context, room string) {
 		return
 	}
 	s.children[room] = pid
+	if s.unstarted != nil {
+		s.starting[pid.Id] = true
+	}
+}
+
+// startMore spawns waiting rooms while fewer than StartConcurrency are
+// replaying.
+func (s *supervisor) startMore(ctx actor.Context) {
+	limit := s.cfg.StartConcurrency
+	if limit <= 0 {
+		limit = DefaultStartConcurrency
+	}
+	for len(s.starting) < limit && len(s.unstarted) > 0 && !s.stopping {
+		room := s.unstarted[0]
+		s.unstarted = s.unstarted[1:]
+		if s.queued[room] {
+			delete(s.queued, room)
+			s.spawn(ctx, room)
+		}
+	}
+	if len(s.unstarted) == 0 && len(s.starting) == 0 {
+		s.unstarted = nil // the sweep is over
+	}
+}
+
+// started notes that actor id is live (or gone) and lets the next room
+// start.
+func (s *supervisor) started(ctx actor.Context, id string) {
+	if s.starting[id] {
+		delete(s.starting, id)
+		s.startMore(ctx)
+	}
 }
 
 func (s *supervisor) scheduleRespawn(ctx actor.Context, room string) {

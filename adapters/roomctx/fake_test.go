@@ -79,7 +79,7 @@ func notFound() error {
 
 // ev decodes an event as the homeserver would send it: seq numbers the
 // event ID ($e<seq>) and its timestamp (a minute apart).
-func ev(t *testing.T, seq int, sender, content string, mods ...func(map[string]any)) *event.Event {
+func ev(t testing.TB, seq int, sender, content string, mods ...func(map[string]any)) *event.Event {
 	t.Helper()
 	m := map[string]any{
 		"event_id":         fmt.Sprintf("$e%d", seq),

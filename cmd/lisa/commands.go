@@ -73,6 +73,7 @@ func commands() []command {
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
 			run:     demo,
 		},
+		{name: "bench", usage: "[flags]", summary: "measure Lisa against the physical floor (docs/performance.md)", run: benchCmd},
 	}
 }
 

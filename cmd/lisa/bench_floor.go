@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// floorReport is the physical floor measured in the same run.
+type floorReport struct {
+	// FsyncP50Ms is the median latency of a small write plus fsync in the
+	// data directory's file system.
+	FsyncP50Ms float64 `json:"fsync_p50_ms"`
+	FsyncP99Ms float64 `json:"fsync_p99_ms"`
+	// FsyncPerSecond is sequential fsyncs per second (1 / mean).
+	FsyncPerSecond float64 `json:"fsync_per_second"`
+	// RTTP50Ms is the median loopback HTTP round trip (keep-alive, small
+	// JSON body).
+	RTTP50Ms float64 `json:"loopback_rtt_p50_ms"`
+	RTTP99Ms float64 `json:"loopback_rtt_p99_ms"`
+	// DurableWritesOnPath are the synchronous Badger commits between a
+	// mention becoming deliverable and the reply's PUT.
+	DurableWritesOnPath int `json:"durable_writes_on_path"`
+	// CallsOnPath are the homeserver and LLM requests on that path.
+	CallsOnPath int `json:"calls_on_path"`
+	// DurableWritesPerInvocation are all synchronous commits an invocation
+	// causes, including those after its reply was sent.
+	DurableWritesPerInvocation int `json:"durable_writes_per_invocation"`
+	// FloorMs = fsync p50 × writes on path + RTT p50 × calls on path.
+	FloorMs float64 `json:"floor_ms"`
+	// CeilingPerSecond = fsyncs per second ÷ durable writes per invocation.
+	CeilingPerSecond float64 `json:"fsync_bound_ceiling_per_second"`
+}
+
+// Writes and calls on the path of one invocation, counted from the code
+// (docs/performance.md lists them):
+//
+//	durable writes before the reply PUT: CommitSync (cursor + inbox),
+//	InvocationQueued, RemoveInbox, InvocationStarted, ReplyReady;
+//	after it: ReplySent, RecordBotEvent, and the next sync's CommitSync
+//	carrying Lisa's own reply (plus its bot-event record).
+//
+//	calls before the reply PUT: the /sync response, GET /context,
+//	GET /joined_members, the LLM request, typing off (awaited before the
+//	reply is handed back), and the PUT itself. Typing on runs beside them.
+const (
+	durableWritesOnPath        = 5
+	durableWritesPerInvocation = 9
+	callsOnPath                = 6
+)
+
+// measureFloor measures fsync latency in dir and loopback HTTP RTT.
+func measureFloor(dir string, fsyncs, rtts int) (floorReport, error) {
+	var fr floorReport
+	f, err := os.CreateTemp(dir, "fsync-probe-")
+	if err != nil {
+		return fr, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 512)
+	var ds []time.Duration
+	var total time.Duration
+	for range fsyncs {
+		start := time.Now()
+		if _, err := f.Write(buf); err != nil {
+			return fr, err
+		}
+		if err := f.Sync(); err != nil {
+			return fr, err
+		}
+		d := time.Since(start)
+		total += d
+		ds = append(ds, d)
+	}
+	fr.FsyncP50Ms, fr.FsyncP99Ms = pct(ds, 50), pct(ds, 99)
+	fr.FsyncPerSecond = float64(fsyncs) / total.Seconds()
+
+	rtt, err := measureRTT(rtts)
+	if err != nil {
+		return fr, err
+	}
+	fr.RTTP50Ms, fr.RTTP99Ms = pct(rtt, 50), pct(rtt, 99)
+	fr.DurableWritesOnPath, fr.CallsOnPath, fr.DurableWritesPerInvocation = durableWritesOnPath, callsOnPath, durableWritesPerInvocation
+	fr.FloorMs = fr.FsyncP50Ms*durableWritesOnPath + fr.RTTP50Ms*callsOnPath
+	fr.CeilingPerSecond = fr.FsyncPerSecond / durableWritesPerInvocation
+	return fr, nil
+}
+
+// measureRTT times n keep-alive HTTP requests to a loopback server that
+// answers with a small JSON body.
+func measureRTT(n int) ([]time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"event_id":"$x"}`))
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close(); <-done }()
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	url := "http://" + ln.Addr().String() + "/"
+	var ds []time.Duration
+	for i := range n + 50 {
+		start := time.Now()
+		resp, err := client.Get(url)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if i >= 50 { // the first ones warm the connection up
+			ds = append(ds, time.Since(start))
+		}
+	}
+	return ds, nil
+}
+
+// pct returns the p-th percentile of ds in milliseconds (nearest rank).
+func pct(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	i = max(0, min(i, len(s)-1))
+	return float64(s[i]) / float64(time.Millisecond)
+}
+
+// dataDirProbe returns a directory on the same file system as the data
+// directories the bench uses.
+func dataDirProbe(work string) (string, error) {
+	dir := filepath.Join(work, "fsync-probe")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("bench: %w", err)
+	}
+	return dir, nil
+}

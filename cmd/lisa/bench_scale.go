@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/messages/roompb"
+	"github.com/lisabot/lisa/persistence"
+)
+
+// scaleReport is what idle rooms cost and how fast Lisa starts.
+type scaleReport struct {
+	IdleRooms int `json:"idle_rooms"`
+	// RSSPerRoomKiB is the resident memory an idle allowed room adds: the
+	// RSS growth of a daemon with IdleRooms rooms minus that of a daemon
+	// with one room, divided by IdleRooms - 1.
+	RSSPerRoomKiB  float64 `json:"rss_per_room_kib"`
+	HeapPerRoomKiB float64 `json:"go_heap_per_room_kib"`
+	// ReadySeconds is from starting Lisa (configuration, whoami, store
+	// open, actor tree) to her reply to a mention that was waiting in the
+	// room the start-up sweep reaches last, with ReadyRooms rooms and
+	// JournalEvents journal events on disk: how long until Lisa answers
+	// in any room.
+	ReadySeconds float64 `json:"ready_seconds"`
+	// AllLiveSeconds is from the same start to every room replayed and
+	// live (the background start-up sweep is over).
+	AllLiveSeconds float64 `json:"all_rooms_live_seconds"`
+	// StartSeconds is until startDaemon returned (configuration, whoami,
+	// store open, actor tree spawned).
+	StartSeconds  float64 `json:"daemon_start_seconds"`
+	ReadyRooms    int     `json:"ready_rooms"`
+	JournalEvents int     `json:"journal_events"`
+	// ReplayedEvents are the events replayed at start: those after each
+	// room's latest snapshot.
+	ReplayedEvents int `json:"replayed_events"`
+}
+
+// memSample is the process's memory after a full GC that returns freed
+// memory to the OS.
+type memSample struct{ rssKiB, heapKiB int64 }
+
+func sampleMemory() memSample {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rss, _ := procField("/proc/self/status", "VmRSS:")
+	return memSample{rssKiB: rss, heapKiB: int64(ms.HeapInuse / 1024)}
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// settle lets the actors finish what starting them scheduled.
+func settle() { time.Sleep(500 * time.Millisecond) }
+
+func benchScale(ctx context.Context, work string, o benchOptions, step func(string, ...any)) (*scaleReport, error) {
+	rep := &scaleReport{IdleRooms: o.idleRooms, ReadyRooms: o.idleRooms}
+	replies := newArrivals(nil)
+	hs, rooms, err := startFake(o.idleRooms, "idle", replies, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer hs.Close()
+	llm, err := startBenchLLM()
+	if err != nil {
+		return nil, err
+	}
+	defer llm.Close()
+	target := benchTarget{hs.URL(), benchBot, benchDevice, benchToken}
+
+	// Memory: one room, then all rooms, each on a fresh store.
+	measure := func(name string, rs []string) (memSample, error) {
+		before := sampleMemory()
+		lisa, err := startBenchLisa(ctx, filepath.Join(work, name), target, llm.URL(), rs, 3, o.logOut)
+		if err != nil {
+			return memSample{}, err
+		}
+		defer lisa.stop()
+		if err := awaitBaseline(ctx, lisa.d); err != nil {
+			return memSample{}, err
+		}
+		if err := lisa.awaitRooms(ctx, rs); err != nil {
+			return memSample{}, err
+		}
+		settle()
+		after := sampleMemory()
+		if name == "all" && o.heapProfile != "" {
+			if err := writeHeapProfile(o.heapProfile); err != nil {
+				return memSample{}, err
+			}
+		}
+		return memSample{rssKiB: after.rssKiB - before.rssKiB, heapKiB: after.heapKiB - before.heapKiB}, nil
+	}
+	one, err := measure("one", rooms[:1])
+	if err != nil {
+		return nil, err
+	}
+	all, err := measure("all", rooms)
+	if err != nil {
+		return nil, err
+	}
+	if n := o.idleRooms - 1; n > 0 {
+		rep.RSSPerRoomKiB = float64(all.rssKiB-one.rssKiB) / float64(n)
+		rep.HeapPerRoomKiB = float64(all.heapKiB-one.heapKiB) / float64(n)
+	}
+
+	// Start-up: journals written as Lisa writes them, then a fresh start.
+	step("scale: writing %d journal events for %d rooms", o.journalEvents, o.idleRooms)
+	data := filepath.Join(work, "ready", "data")
+	replayed, err := prepareJournals(data, rooms, o.journalEvents, hs.Head())
+	if err != nil {
+		return nil, err
+	}
+	rep.JournalEvents, rep.ReplayedEvents = o.journalEvents, replayed
+	// A mention waits in the room the start-up sweep reaches last.
+	last := rooms[len(rooms)-1]
+	evID, _, err := hs.Post(last, benchHuman, mention(benchBot, 0))
+	if err != nil {
+		return nil, err
+	}
+	answered := replies.expect(evID)
+	start := time.Now()
+	lisa, err := startBenchLisa(ctx, filepath.Join(work, "ready"), target, llm.URL(), rooms, 3, o.logOut)
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	select {
+	case at := <-answered:
+		rep.ReadySeconds = at.Sub(start).Seconds()
+	case <-wctx.Done():
+		lisa.stop()
+		return nil, fmt.Errorf("no answer after start: %w", wctx.Err())
+	}
+	if err := lisa.awaitRooms(wctx, rooms); err != nil {
+		lisa.stop()
+		return nil, err
+	}
+	rep.AllLiveSeconds = time.Since(start).Seconds()
+	rep.StartSeconds = started.Sub(start).Seconds()
+	lisa.stop()
+	return rep, nil
+}
+
+// prepareJournals records a sync cursor at since and writes perRoom = events/len(rooms) journal events for
+// every room — invocations produced by the room machine itself, answered
+// one after another — with the snapshots Lisa would have taken, and no
+// compaction (so every event is still on disk). It returns how many events
+// lie after the latest snapshots, which a start has to replay.
+func prepareJournals(dir string, rooms []string, events int, since string) (int, error) {
+	store, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+	// Lisa has synced before: her next /sync continues from since.
+	if _, err := store.CommitSync(&roompb.SyncCursor{NextBatch: since, BaselineDone: true, UpdatedAtMs: time.Now().UnixMilli()}, nil); err != nil {
+		return 0, err
+	}
+	perRoom := events / len(rooms)
+	replayed := 0
+	var batch []persistence.BulkEntry
+	for _, r := range rooms {
+		name := "app/rooms/" + r
+		evs, snaps := roomHistory(r, perRoom)
+		for i, ev := range evs {
+			batch = append(batch, persistence.BulkEntry{Name: name, Index: uint64(i), Msg: ev})
+		}
+		last := 0
+		for idx, snap := range snaps {
+			batch = append(batch, persistence.BulkEntry{Name: name, Index: uint64(idx), Snapshot: true, Msg: snap})
+			last = max(last, idx)
+		}
+		replayed += len(evs) - last
+		if len(batch) > 50_000 {
+			if err := store.BulkLoad(batch); err != nil {
+				return 0, err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := store.BulkLoad(batch); err != nil {
+		return 0, err
+	}
+	return replayed, nil
+}
+
+// roomHistory drives a room machine through answered invocations until it
+// has produced n journal events, taking snapshots where protoactor's
+// plugin would (before every event whose index is a multiple of the
+// snapshot interval).
+func roomHistory(roomID string, n int) ([]proto.Message, map[int]*roompb.RoomSnapshot) {
+	m := room.NewMachine(room.Policy{RoomID: roomID, MaxAttempts: 3, RetryBase: time.Second, RetryMax: time.Second,
+		SendRetryBase: time.Second, SendRetryMax: time.Second, ErrorReply: func(string, string) []byte { return []byte(`{}`) }})
+	var evs []proto.Message
+	snaps := map[int]*roompb.RoomSnapshot{}
+	now := time.Unix(1_700_000_000, 0)
+	content := []byte(`{"msgtype":"m.text","body":"Pong."}`)
+	var inputs []room.Input
+	run := func(out room.Output) {
+		for _, ev := range out.Events {
+			if len(evs)%snapshotInterval == 0 {
+				snaps[len(evs)] = m.Snapshot()
+			}
+			evs = append(evs, ev)
+			if err := m.Apply(ev); err != nil {
+				panic(err) // the machine's own events always apply
+			}
+		}
+		for _, eff := range out.Effects {
+			switch e := eff.(type) {
+			case room.RequestSlot:
+				inputs = append(inputs, room.SlotGranted{})
+			case room.StartInvocation:
+				inputs = append(inputs, room.InvocationDone{EventID: e.Candidate.GetEventId(), Attempt: e.Attempt, Content: content})
+			case room.SendReply:
+				inputs = append(inputs, room.SendDone{EventID: e.EventID, ReplyEventID: "$reply-" + e.EventID})
+			}
+		}
+	}
+	step := func(in room.Input) {
+		run(m.Decide(in, now))
+		for {
+			out := m.Pump(now)
+			if out.Empty() {
+				return
+			}
+			run(out)
+		}
+	}
+	step(room.Recovered{})
+	for k := 0; len(evs) < n; k++ {
+		now = now.Add(time.Minute)
+		cand := &roompb.Candidate{RoomId: roomID, EventId: fmt.Sprintf("$m%d", k), Sender: benchHuman, Body: "Lisa, ping", Trigger: "mention", InboxSeq: uint64(k + 1)}
+		inputs = append(inputs, room.InboxLoaded{Candidates: []*roompb.Candidate{cand}})
+		for len(inputs) > 0 && len(evs) < n {
+			in := inputs[0]
+			inputs = inputs[1:]
+			step(in)
+		}
+		inputs = inputs[:0]
+	}
+	for idx := range snaps {
+		if idx > n {
+			delete(snaps, idx)
+		}
+	}
+	return evs[:n], snaps
+}
