@@ -279,6 +279,8 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 			if err != nil {
 				le := asError(err)
 				done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
+				r.cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
+					"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)
 			}
 			sys.Root.Send(self, &effectDone{gen: gen, in: done})
 		}()
@@ -289,10 +291,14 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 			}
 			id, found, err := r.cfg.Sender.FindReply(r.ctx, room, e.EventID, e.TxnID)
 			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id}
+			var code messages.Code
 			if err != nil {
 				le := asError(err)
 				done.Err, done.RetryAfter = le, le.RetryAfter
+				code = le.Code
 			}
+			r.cfg.Logger.Info("reply looked up before sending", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
+				"found", found, "code", code)
 			sys.Root.Send(self, &effectDone{gen: gen, in: done})
 		}()
 	case RecordBotEvent:
