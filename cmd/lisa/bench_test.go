@@ -14,9 +14,6 @@ import (
 // TestBenchReportIsWellFormed runs the bench command with tiny sizes and
 // checks the report's shape, never its timings.
 func TestBenchReportIsWellFormed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts several Lisa daemons")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
