@@ -14,6 +14,7 @@ import (
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/fakehs"
+	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
 // latencyReport is bot-added latency: from the moment the homeserver can
@@ -160,23 +161,52 @@ func startFake(n int, prefix string, w *arrivals, onRequest func(endpoint, room 
 	return hs, rooms, nil
 }
 
+// fakeStack is the in-process fake homeserver with its rooms and the
+// instant scripted LLM that a bench phase runs Lisa against.
+type fakeStack struct {
+	hs    *fakehs.Server
+	rooms []string
+	llm   *llmfake.Server
+}
+
+// startFakeStack starts a fake homeserver with n rooms and the bench LLM.
+func startFakeStack(n int, prefix string, w *arrivals, onRequest func(endpoint, room string, at time.Time)) (*fakeStack, error) {
+	hs, rooms, err := startFake(n, prefix, w, onRequest)
+	if err != nil {
+		return nil, err
+	}
+	llm, err := startBenchLLM()
+	if err != nil {
+		hs.Close()
+		return nil, err
+	}
+	return &fakeStack{hs: hs, rooms: rooms, llm: llm}, nil
+}
+
+// target is how Lisa reaches the fake homeserver.
+func (f *fakeStack) target() benchTarget {
+	return benchTarget{f.hs.URL(), benchBot, benchDevice, benchToken}
+}
+
+// Close stops the LLM and the homeserver.
+func (f *fakeStack) Close() {
+	f.llm.Close()
+	f.hs.Close()
+}
+
 // benchFakeLatency measures bot-added latency through the fake
 // homeserver, one invocation at a time, each posted while Lisa's /sync is
 // parked so the mention is delivered at once.
 func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latencyReport, error) {
 	waiter := newArrivals(nil)
 	trace := &tracer{seen: map[string][]tracePoint{}}
-	hs, rooms, err := startFake(max(1, o.latencyRooms), "lat", waiter, trace.on)
+	stack, err := startFakeStack(max(1, o.latencyRooms), "lat", waiter, trace.on)
 	if err != nil {
 		return nil, err
 	}
-	defer hs.Close()
-	llm, err := startBenchLLM()
-	if err != nil {
-		return nil, err
-	}
-	defer llm.Close()
-	lisa, err := startBenchLisa(ctx, work, benchTarget{hs.URL(), benchBot, benchDevice, benchToken}, llm.URL(), rooms, 3, o.logOut)
+	defer stack.Close()
+	hs, rooms := stack.hs, stack.rooms
+	lisa, err := startBenchLisa(ctx, work, stack.target(), stack.llm.URL(), rooms, 3, o.logOut)
 	if err != nil {
 		return nil, err
 	}
@@ -245,17 +275,13 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 func benchThroughput(ctx context.Context, work string, o benchOptions) (*throughputStats, error) {
 	total := o.rooms * o.perRoom
 	waiter := newArrivals(make(chan time.Time, total+16))
-	hs, rooms, err := startFake(o.rooms, "tp", waiter, nil)
+	stack, err := startFakeStack(o.rooms, "tp", waiter, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer hs.Close()
-	llm, err := startBenchLLM()
-	if err != nil {
-		return nil, err
-	}
-	defer llm.Close()
-	lisa, err := startBenchLisa(ctx, work, benchTarget{hs.URL(), benchBot, benchDevice, benchToken}, llm.URL(), rooms, o.maxConcurrent, o.logOut)
+	defer stack.Close()
+	hs, rooms := stack.hs, stack.rooms
+	lisa, err := startBenchLisa(ctx, work, stack.target(), stack.llm.URL(), rooms, o.maxConcurrent, o.logOut)
 	if err != nil {
 		return nil, err
 	}

@@ -75,17 +75,12 @@ func settle() { time.Sleep(500 * time.Millisecond) }
 func benchScale(ctx context.Context, work string, o benchOptions, step func(string, ...any)) (*scaleReport, error) {
 	rep := &scaleReport{IdleRooms: o.idleRooms, ReadyRooms: o.idleRooms}
 	replies := newArrivals(nil)
-	hs, rooms, err := startFake(o.idleRooms, "idle", replies, nil)
+	stack, err := startFakeStack(o.idleRooms, "idle", replies, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer hs.Close()
-	llm, err := startBenchLLM()
-	if err != nil {
-		return nil, err
-	}
-	defer llm.Close()
-	target := benchTarget{hs.URL(), benchBot, benchDevice, benchToken}
+	defer stack.Close()
+	hs, rooms, llm, target := stack.hs, stack.rooms, stack.llm, stack.target()
 
 	// Memory: one room, then all rooms, each on a fresh store.
 	measure := func(name string, rs []string) (memSample, error) {
