@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"slices"
@@ -179,8 +180,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	case Reset:
 		hangUp(w)
 	case DropResponse:
-		rec := newRecorder()
-		p.upstream.ServeHTTP(rec, r)
+		p.upstream.ServeHTTP(httptest.NewRecorder(), r)
 		hangUp(w)
 	case TooMany:
 		ms := arg.Milliseconds()
@@ -202,20 +202,20 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		p.upstream.ServeHTTP(w, r)
 	case Truncate, Malformed:
-		rec := newRecorder()
+		rec := httptest.NewRecorder()
 		p.upstream.ServeHTTP(rec, r)
-		body := rec.body.Bytes()
+		body := rec.Body.Bytes()
 		rng := rand.New(rand.NewPCG(uint64(arg), 1))
 		if kind == Truncate {
 			body = body[:rng.IntN(len(body)+1)]
 		} else {
 			body = malform(body, rng, p.plan.Malform, p.plan.TypeOnly)
 		}
-		for k, v := range rec.header {
+		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
 		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.status)
+		w.WriteHeader(rec.Code)
 		_, _ = w.Write(body)
 	}
 }
@@ -271,16 +271,3 @@ func malform(body []byte, rng *rand.Rand, fields, typeOnly []string) []byte {
 	out, _ := json.Marshal(obj)
 	return out
 }
-
-// recorder captures an upstream response in memory.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func newRecorder() *recorder { return &recorder{header: http.Header{}, status: http.StatusOK} }
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
-func (r *recorder) WriteHeader(status int)      { r.status = status }
