@@ -21,7 +21,8 @@ func testPolicy() Policy {
 		RoomID: testRoom, MaxAttempts: 3,
 		RetryBase: time.Second, RetryMax: 8 * time.Second,
 		SendRetryBase: 500 * time.Millisecond, SendRetryMax: 30 * time.Second,
-		ErrorReply: func(room, event string) []byte { return []byte(`{"body":"oops","re":"` + event + `"}`) },
+		SettleDelay: 5 * time.Second,
+		ErrorReply:  func(room, event string) []byte { return []byte(`{"body":"oops","re":"` + event + `"}`) },
 	}
 }
 
@@ -126,7 +127,29 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, Recovered{})
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$stale"}) // old incarnation: ignored
 			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			// One miss is not enough: a request of the dead process may
+			// still be processed. Look again after the settling delay.
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+		},
+		"late_stored_send_found_on_second_lookup": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}, Ambiguous: true})
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			d.feed(t, ResendDue{EventID: "$a"})
+			// A failed lookup in between (the homeserver restarted):
+			// the settling starts over.
+			d.feed(t, ReconcileDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}})
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			d.feed(t, ResendDue{EventID: "$a"})
+			// The homeserver finished storing the first request: found,
+			// never sent again.
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
 		},
 		"crash_after_server_accepted_finds_reply": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a"))

@@ -159,7 +159,12 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 			MaxAttempts: 3,
 			RetryBase:   2 * time.Second, RetryMax: 30 * time.Second,
 			SendRetryBase: time.Second, SendRetryMax: time.Minute,
-			ErrorReply: errorReply,
+			// Dendrite stores a send whose client gave up seconds
+			// later after a restart or under load (see
+			// docs/reliability.md): a reply is sent again only after
+			// two lookups this far apart both missed it.
+			SettleDelay: 5 * time.Second,
+			ErrorReply:  errorReply,
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
