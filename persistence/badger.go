@@ -94,11 +94,17 @@ func (s *Badger) AppendEvent(name string, index uint64, ev proto.Message) error 
 		return err
 	}
 	k := indexedKey('j', name, index)
+	room, eventID, takes := TakenFromInbox(ev)
 	return s.update(func(txn *badger.Txn) error {
 		if _, err := txn.Get(k); err == nil {
 			return fmt.Errorf("%w: %s index %d", ErrConflict, messages.ActorLogID(name), index)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
+		}
+		if takes {
+			if err := removeInbox(txn, room, eventID); err != nil {
+				return err
+			}
 		}
 		return txn.Set(k, val)
 	})
@@ -319,26 +325,30 @@ func (s *Badger) Inbox(room string) ([]*roompb.Candidate, error) {
 
 // RemoveInbox implements Ledger.
 func (s *Badger) RemoveInbox(room, eventID string) error {
-	return s.update(func(txn *badger.Txn) error {
-		item, err := txn.Get(key('n', room, eventID))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
+	return s.update(func(txn *badger.Txn) error { return removeInbox(txn, room, eventID) })
+}
+
+// removeInbox deletes the inbox entry of (room, eventID) in txn, keeping
+// its routed marker.
+func removeInbox(txn *badger.Txn, room, eventID string) error {
+	item, err := txn.Get(key('n', room, eventID))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var seq uint64
+	if err := item.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: routed marker", ErrCorrupt)
 		}
-		if err != nil {
-			return err
-		}
-		var seq uint64
-		if err := item.Value(func(v []byte) error {
-			if len(v) != 8 {
-				return fmt.Errorf("%w: routed marker", ErrCorrupt)
-			}
-			seq = binary.BigEndian.Uint64(v)
-			return nil
-		}); err != nil {
-			return err
-		}
-		return txn.Delete(indexedKey('i', room, seq))
-	})
+		seq = binary.BigEndian.Uint64(v)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return txn.Delete(indexedKey('i', room, seq))
 }
 
 // RecordBotEvent implements BotEvents.

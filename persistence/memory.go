@@ -76,6 +76,9 @@ func (m *Memory) AppendEvent(name string, index uint64, ev proto.Message) error 
 		return fmt.Errorf("%w: %s index %d", ErrConflict, messages.ActorLogID(name), index)
 	}
 	evs[index] = proto.Clone(ev)
+	if room, eventID, ok := TakenFromInbox(ev); ok {
+		m.removeInbox(room, eventID)
+	}
 	return nil
 }
 
@@ -231,10 +234,16 @@ func (m *Memory) RemoveInbox(room, eventID string) error {
 		return err
 	}
 	defer m.mu.Unlock()
+	m.removeInbox(room, eventID)
+	return nil
+}
+
+// removeInbox deletes an inbox entry, keeping its routed marker; m.mu is
+// held.
+func (m *Memory) removeInbox(room, eventID string) {
 	if seq, ok := m.routed[[2]string{room, eventID}]; ok {
 		delete(m.inbox[room], seq)
 	}
-	return nil
 }
 
 // RecordBotEvent implements BotEvents.

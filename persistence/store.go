@@ -14,7 +14,10 @@ import (
 // Indices are the positions protoactor's persistence plugin assigns.
 type Journal interface {
 	// AppendEvent stores ev at index. Writing an index twice is an error
-	// (ErrConflict): it would mean an event was applied twice.
+	// (ErrConflict): it would mean an event was applied twice. An event
+	// that takes an inbox entry into a journal (see [TakenFromInbox])
+	// also removes that entry, in the same atomic write: a room needs one
+	// durable write, not two, to take a mention in.
 	AppendEvent(name string, index uint64, ev proto.Message) error
 	// Events calls fn for each event with from <= index < to (to == 0 means
 	// no bound) in index order. A missing index inside the range that
@@ -48,6 +51,17 @@ type Ledger interface {
 	// entry is not an error. The routed marker stays, so a later sync
 	// response carrying the same event does not route it again.
 	RemoveInbox(room, eventID string) error
+}
+
+// TakenFromInbox names the inbox entry a journal event takes in: a queued
+// invocation consumes its candidate's entry. ok is false for every other
+// event.
+func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
+	q, isQueued := ev.(*roompb.InvocationQueued)
+	if !isQueued || q.GetCandidate().GetRoomId() == "" || q.GetCandidate().GetEventId() == "" {
+		return "", "", false
+	}
+	return q.GetCandidate().GetRoomId(), q.GetCandidate().GetEventId(), true
 }
 
 // BotEvents records the events Lisa sent, so replies to Lisa are recognised

@@ -17,7 +17,11 @@ import (
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
-// Inbox is the room's view of the sync ledger.
+// Inbox is the room's view of the sync ledger. The journal behind the
+// room's Provider must remove a candidate's inbox entry when it stores the
+// InvocationQueued that takes it in, in the same write (as
+// persistence.Badger does): the room removes only entries it does not
+// queue.
 type Inbox interface {
 	Inbox(room string) ([]*roompb.Candidate, error)
 	RemoveInbox(room, eventID string) error

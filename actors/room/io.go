@@ -77,7 +77,8 @@ type Effect interface{ isEffect() }
 // LoadInbox: read the room's inbox and feed it back as InboxLoaded.
 type LoadInbox struct{}
 
-// RemoveInbox: delete an inbox entry (its journal event is persisted).
+// RemoveInbox: delete an inbox entry whose journal event is persisted but
+// did not take the entry itself (a duplicate, or a candidate of another room).
 type RemoveInbox struct{ EventID string }
 
 // RequestSlot: ask the rooms supervisor for a concurrency slot.

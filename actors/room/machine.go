@@ -131,11 +131,13 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 			}
 			if m.Knows(id) || batch[id] {
 				out.event(&roompb.InvocationDuplicate{EventId: id})
-			} else {
-				batch[id] = true
-				out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
+				out.effect(RemoveInbox{EventID: id})
+				continue
 			}
-			out.effect(RemoveInbox{EventID: id})
+			// The journal removes the inbox entry in the same write
+			// (persistence.TakenFromInbox): one durable write, not two.
+			batch[id] = true
+			out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
 		}
 	case SlotGranted:
 		if m.phase == waitingSlot && !m.slotHeld {

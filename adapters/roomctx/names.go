@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -22,14 +23,23 @@ type nameBook struct {
 	state  map[id.UserID]string
 }
 
-// names collects display names for room. Failures only cost names: the
-// user ID stands in.
-func (b *Builder) names(ctx context.Context, room id.RoomID, state []*event.Event) nameBook {
-	nb := nameBook{joined: map[id.UserID]string{}, state: map[id.UserID]string{}}
-	if resp, err := b.fetch.JoinedMembers(ctx, room); err != nil {
+// joinedMembers fetches room's joined members. Failures only cost names
+// (the user ID stands in): they are logged and give nil.
+func (b *Builder) joinedMembers(ctx context.Context, room id.RoomID) *mautrix.RespJoinedMembers {
+	resp, err := b.fetch.JoinedMembers(ctx, room)
+	if err != nil {
 		b.log.DebugContext(ctx, "joined members unavailable", "room", messages.RoomID(room), "status", errorStatus(err))
-	} else if resp != nil {
-		for u, m := range resp.Joined {
+		return nil
+	}
+	return resp
+}
+
+// namesOf collects display names for room: joined members first, then the
+// member state returned with the context.
+func namesOf(room id.RoomID, joined *mautrix.RespJoinedMembers, state []*event.Event) nameBook {
+	nb := nameBook{joined: map[id.UserID]string{}, state: map[id.UserID]string{}}
+	if joined != nil {
+		for u, m := range joined.Joined {
 			if n := cleanName(m.DisplayName); n != "" {
 				nb.joined[u] = n
 			}

@@ -102,6 +102,12 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 	var window map[id.EventID]*turn
 	var skipped map[id.EventID]bool
 	var state []*event.Event
+	// The member list does not depend on the context: fetch both at once,
+	// so the invocation waits for one round trip, not two.
+	membersCtx, stopMembers := context.WithCancel(ctx)
+	defer stopMembers()
+	members := make(chan *mautrix.RespJoinedMembers, 1)
+	go func() { members <- b.joinedMembers(membersCtx, room) }()
 	resp, err := b.fetch.Context(ctx, room, inv.id, contextFilter(), contextLimit(b.limits.MaxEvents))
 	switch {
 	case ctx.Err() != nil:
@@ -123,7 +129,7 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 	}
 
 	selected := b.selectTurns(inv, history)
-	names := b.names(ctx, room, state)
+	names := namesOf(room, <-members, state)
 	r := &resolver{
 		b:         b,
 		room:      room,

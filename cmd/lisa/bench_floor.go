@@ -41,17 +41,19 @@ type floorReport struct {
 // (docs/performance.md lists them):
 //
 //	durable writes before the reply PUT: CommitSync (cursor + inbox),
-//	InvocationQueued, RemoveInbox, InvocationStarted, ReplyReady;
-//	after it: ReplySent, RecordBotEvent, and the next sync's CommitSync
-//	carrying Lisa's own reply (plus its bot-event record).
+//	InvocationQueued (which takes the inbox entry in the same write),
+//	InvocationStarted, ReplyReady; after it: ReplySent, RecordBotEvent,
+//	and the next sync's CommitSync carrying Lisa's own reply (plus its
+//	bot-event record).
 //
-//	calls before the reply PUT: the /sync response, GET /context,
-//	GET /joined_members, the LLM request, typing off (awaited before the
-//	reply is handed back), and the PUT itself. Typing on runs beside them.
+//	calls in series before the reply PUT: the /sync response, GET /context
+//	(GET /joined_members runs beside it), the LLM request, typing off
+//	(awaited before the reply is handed back), and the PUT itself. Typing
+//	on runs beside them.
 const (
-	durableWritesOnPath        = 5
-	durableWritesPerInvocation = 9
-	callsOnPath                = 6
+	durableWritesOnPath        = 4
+	durableWritesPerInvocation = 8
+	callsOnPath                = 5
 )
 
 // measureFloor measures fsync latency in dir and loopback HTTP RTT.

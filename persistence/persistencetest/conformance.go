@@ -39,6 +39,7 @@ func Run(t *testing.T, f Factory) {
 		{"CursorEmptyThenCommitted", cursorCommitted},
 		{"InboxOrderAndDedup", inboxOrderAndDedup},
 		{"InboxRemoveKeepsMarker", inboxRemoveKeepsMarker},
+		{"QueuedEventTakesInboxEntry", queuedEventTakesInboxEntry},
 		{"CommitSyncAtomic", commitSyncAtomic},
 		{"CommitSyncDoesNotAlias", commitSyncDoesNotAlias},
 		{"BotEvents", botEvents},
@@ -368,6 +369,37 @@ func inboxRemoveKeepsMarker(t *testing.T, s persistence.Store) {
 	acc, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s2"}, []*roompb.Candidate{cand("!a:hs", "$1")})
 	if err != nil || len(acc) != 0 {
 		t.Fatalf("a removed event was routed again: %v %v", acc, err)
+	}
+}
+
+// queuedEventTakesInboxEntry: appending InvocationQueued removes exactly
+// its candidate's inbox entry, atomically with the journal write, and keeps
+// the routed marker; other events and a refused append remove nothing.
+func queuedEventTakesInboxEntry(t *testing.T, s persistence.Store) {
+	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s1"}, []*roompb.Candidate{cand("!a:hs", "$1"), cand("!a:hs", "$2"), cand("!b:hs", "$1")}); err != nil {
+		t.Fatal(err)
+	}
+	name := "app/rooms/!a:hs"
+	if err := s.AppendEvent(name, 0, &roompb.InvocationDuplicate{EventId: "$2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(name, 1, &roompb.InvocationQueued{Candidate: cand("!a:hs", "$1")}); err != nil {
+		t.Fatal(err)
+	}
+	// A second write to index 1 is refused and must not take $2.
+	if err := s.AppendEvent(name, 1, &roompb.InvocationQueued{Candidate: cand("!a:hs", "$2")}); !errors.Is(err, persistence.ErrConflict) {
+		t.Fatalf("second write to an index: %v", err)
+	}
+	a, _ := s.Inbox("!a:hs")
+	if len(a) != 1 || a[0].GetEventId() != "$2" {
+		t.Fatalf("inbox of !a after queueing $1 = %v, want only $2", a)
+	}
+	if b, _ := s.Inbox("!b:hs"); len(b) != 1 {
+		t.Fatalf("inbox of another room touched: %v", b)
+	}
+	acc, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s2"}, []*roompb.Candidate{cand("!a:hs", "$1")})
+	if err != nil || len(acc) != 0 {
+		t.Fatalf("a queued event was routed again: %v %v", acc, err)
 	}
 }
 
