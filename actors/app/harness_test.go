@@ -116,11 +116,14 @@ func (f *fakeInvoker) Invoke(ctx context.Context, c *roompb.Candidate, attempt u
 }
 
 type harness struct {
-	t        *testing.T
-	dir      string
-	store    *persistence.Badger
-	sys      *app.System
-	sender   *fakeSender
+	t      *testing.T
+	dir    string
+	store  *persistence.Badger
+	sys    *app.System
+	sender *fakeSender
+	// send, when set, replaces sender as the room's homeserver.
+	send     room.Sender
+	settle   time.Duration
 	invoker  *fakeInvoker
 	rooms    []string
 	maxConc  int
@@ -152,9 +155,10 @@ func (h *harness) start() {
 			MaxAttempts: 3,
 			RetryBase:   10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 			SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
-			ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
+			SettleDelay: h.settle,
+			ErrorReply:  func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
-		Provider: provider, Inbox: store, BotEvents: store, Sender: h.sender,
+		Provider: provider, Inbox: store, BotEvents: store, Sender: h.roomSender(),
 		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
@@ -168,6 +172,13 @@ func (h *harness) start() {
 	for _, id := range h.rooms {
 		h.waitFor("room "+id+" live", func() bool { _, err := h.statusErr(id); return err == nil })
 	}
+}
+
+func (h *harness) roomSender() room.Sender {
+	if h.send != nil {
+		return h.send
+	}
+	return h.sender
 }
 
 func (h *harness) stop() {
