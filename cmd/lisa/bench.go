@@ -226,6 +226,8 @@ func printBench(w io.Writer, r *benchReport) {
 	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms\n", "loopback HTTP round trip", f.RTTP50Ms, f.RTTP99Ms)
 	fmt.Fprintf(w, "  %-42s %d fsync × %.3f + %d RTT × %.3f = %.3f ms\n", "latency floor", f.DurableWritesOnPath, f.FsyncP50Ms, f.CallsOnPath, f.RTTP50Ms, f.FloorMs)
 	fmt.Fprintf(w, "  %-42s %.0f fsync/s ÷ %d writes = %.0f inv/s\n", "fsync-bound ceiling", f.FsyncPerSecond, f.DurableWritesPerInvocation, f.CeilingPerSecond)
+	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms  (%.1f× fsync)\n", "Badger durable write (Lisa's store)", f.BadgerWriteP50Ms, f.BadgerWriteP99Ms, f.BadgerWriteP50Ms/f.FsyncP50Ms)
+	fmt.Fprintf(w, "  %-42s %d write × %.3f + %d RTT × %.3f = %.3f ms\n", "store floor", f.DurableWritesOnPath, f.BadgerWriteP50Ms, f.CallsOnPath, f.RTTP50Ms, f.StoreFloorMs)
 	for _, l := range []struct {
 		name string
 		r    *latencyReport
@@ -236,6 +238,9 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "%s (n=%d)\n", l.name, l.r.N)
 		fmt.Fprintf(w, "  %-42s %.2f / %.2f / %.2f ms\n", "p50 / p95 / p99", l.r.P50Ms, l.r.P95Ms, l.r.P99Ms)
 		fmt.Fprintf(w, "  %-42s %.2f× / %.2f× / %.2f×\n", "÷ floor", l.r.P50Ratio, l.r.P95Ratio, l.r.P99Ratio)
+		if f.StoreFloorMs > 0 {
+			fmt.Fprintf(w, "  %-42s %.2f× / %.2f× / %.2f×\n", "÷ store floor", l.r.P50Ms/f.StoreFloorMs, l.r.P95Ms/f.StoreFloorMs, l.r.P99Ms/f.StoreFloorMs)
+		}
 		for _, sg := range l.r.Segments {
 			fmt.Fprintf(w, "    %-68s p50 %6.2f  p99 %6.2f ms\n", sg.Name, sg.P50Ms, sg.P99Ms)
 		}

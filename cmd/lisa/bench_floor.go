@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/lisabot/lisa/messages/roompb"
+	"github.com/lisabot/lisa/persistence"
 )
 
 // floorReport is the physical floor measured in the same run.
@@ -33,6 +36,17 @@ type floorReport struct {
 	DurableWritesPerInvocation int `json:"durable_writes_per_invocation"`
 	// FloorMs = fsync p50 × writes on path + RTT p50 × calls on path.
 	FloorMs float64 `json:"floor_ms"`
+	// BadgerWriteP50Ms is the median of one durable journal append through
+	// Lisa's store (Badger with SyncWrites, group commit) in the same
+	// file system: what a "durable write" costs Lisa, as opposed to a
+	// bare fsync. Badger syncs its value log and msyncs its write-ahead
+	// log on every commit.
+	BadgerWriteP50Ms float64 `json:"badger_write_p50_ms"`
+	BadgerWriteP99Ms float64 `json:"badger_write_p99_ms"`
+	// StoreFloorMs = Badger write p50 × writes on path + RTT p50 × calls
+	// on path: the floor with the store the architecture prescribes. The
+	// latency above it is Lisa's own work.
+	StoreFloorMs float64 `json:"store_floor_ms"`
 	// CeilingPerSecond = fsyncs per second ÷ durable writes per invocation.
 	CeilingPerSecond float64 `json:"fsync_bound_ceiling_per_second"`
 }
@@ -91,7 +105,40 @@ func measureFloor(dir string, fsyncs, rtts int) (floorReport, error) {
 	fr.DurableWritesOnPath, fr.CallsOnPath, fr.DurableWritesPerInvocation = durableWritesOnPath, callsOnPath, durableWritesPerInvocation
 	fr.FloorMs = fr.FsyncP50Ms*durableWritesOnPath + fr.RTTP50Ms*callsOnPath
 	fr.CeilingPerSecond = fr.FsyncPerSecond / durableWritesPerInvocation
+	bw, err := measureBadgerWrites(dir, fsyncs)
+	if err != nil {
+		return fr, err
+	}
+	fr.BadgerWriteP50Ms, fr.BadgerWriteP99Ms = pct(bw, 50), pct(bw, 99)
+	fr.StoreFloorMs = fr.BadgerWriteP50Ms*durableWritesOnPath + fr.RTTP50Ms*callsOnPath
 	return fr, nil
+}
+
+// measureBadgerWrites times n sequential journal appends to a fresh store
+// in dir, each durable when it returns.
+func measureBadgerWrites(dir string, n int) ([]time.Duration, error) {
+	sub, err := os.MkdirTemp(dir, "badger-probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(sub)
+	store, err := persistence.OpenBadger(sub, persistence.BadgerOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	ev := &roompb.InvocationStarted{EventId: "$probe:bench", Attempt: 1, StartedAtMs: 1}
+	ds := make([]time.Duration, 0, n)
+	for i := range n + 20 {
+		start := time.Now()
+		if err := store.AppendEvent("bench/probe", uint64(i), ev); err != nil {
+			return nil, err
+		}
+		if i >= 20 { // the first ones create files
+			ds = append(ds, time.Since(start))
+		}
+	}
+	return ds, store.Close()
 }
 
 // measureRTT times n keep-alive HTTP requests to a loopback server that

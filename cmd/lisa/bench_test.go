@@ -43,7 +43,9 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 			Cores      int
 		}
 		Floor struct {
-			FloorMs float64 `json:"floor_ms"`
+			FloorMs      float64 `json:"floor_ms"`
+			BadgerP50Ms  float64 `json:"badger_write_p50_ms"`
+			StoreFloorMs float64 `json:"store_floor_ms"`
 		}
 		Fake *struct {
 			N     int
@@ -64,7 +66,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 	switch {
 	case rep.Machine.Go == "" || rep.Machine.Commit == "" || rep.Machine.Cores < 1:
 		t.Errorf("machine = %+v", rep.Machine)
-	case rep.Floor.FloorMs <= 0:
+	case rep.Floor.FloorMs <= 0 || rep.Floor.BadgerP50Ms <= 0 || rep.Floor.StoreFloorMs <= 0:
 		t.Errorf("floor = %+v", rep.Floor)
 	case rep.Fake == nil || rep.Fake.N != 5 || rep.Fake.P50Ms <= 0:
 		t.Errorf("fake latency = %+v", rep.Fake)
