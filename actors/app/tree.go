@@ -73,30 +73,31 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 	gens := &atomic.Uint64{}
 	flights := room.NewFlights()
 	invCfg := invocation.Config{Invoker: cfg.Invoker, Timeout: cfg.InvocationTimeout, Logger: cfg.Logger, Running: cfg.Invocations}
-	roomProps := func(id string) *actor.Props {
-		policy := cfg.Policy
-		policy.RoomID = id
-		if policy.InvocationTimeout == 0 {
-			policy.InvocationTimeout = cfg.InvocationTimeout
-		}
-		return room.Props(room.Config{
-			Policy:    policy,
-			Provider:  cfg.Provider,
-			Inbox:     cfg.Inbox,
-			BotEvents: cfg.BotEvents,
-			Sender:    cfg.Sender,
-			NewInvocation: func(c *roompb.Candidate, attempt uint32, deadline time.Time) *actor.Props {
-				return invocation.Props(invCfg, c, attempt, deadline)
-			},
-			ChildOptions: s.Options(),
-			Clock:        cfg.Clock,
-			Logger:       cfg.Logger,
-			Generations:  gens,
-			Flights:      flights,
-			Observer:     cfg.RoomObserver,
-			SendTimeout:  cfg.SendTimeout,
-		}, append(s.Options(), cfg.RoomOptions...)...)
+	// One Props for every room: each room actor takes its room ID from
+	// its name, so idle rooms do not each hold a copy of the configuration.
+	policy := cfg.Policy
+	policy.RoomID = ""
+	if policy.InvocationTimeout == 0 {
+		policy.InvocationTimeout = cfg.InvocationTimeout
 	}
+	sharedRoomProps := room.Props(room.Config{
+		Policy:    policy,
+		Provider:  cfg.Provider,
+		Inbox:     cfg.Inbox,
+		BotEvents: cfg.BotEvents,
+		Sender:    cfg.Sender,
+		NewInvocation: func(c *roompb.Candidate, attempt uint32, deadline time.Time) *actor.Props {
+			return invocation.Props(invCfg, c, attempt, deadline)
+		},
+		ChildOptions: s.Options(),
+		Clock:        cfg.Clock,
+		Logger:       cfg.Logger,
+		Generations:  gens,
+		Flights:      flights,
+		Observer:     cfg.RoomObserver,
+		SendTimeout:  cfg.SendTimeout,
+	}, append(s.Options(), cfg.RoomOptions...)...)
+	roomProps := func(string) *actor.Props { return sharedRoomProps }
 	roomsProps := rooms.Props(rooms.Config{
 		Rooms: cfg.Rooms, MaxConcurrent: cfg.MaxConcurrent, RoomProps: roomProps,
 		MaxRestarts: cfg.RoomRestarts, RestartWindow: cfg.RoomRestartWindow,

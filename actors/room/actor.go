@@ -92,22 +92,31 @@ type Config struct {
 // Props returns the props of a room actor. Its supervisor stops a failing
 // invocation child at once: retries are counted durably by the room, not in
 // memory by protoactor.
+//
+// With cfg.Policy.RoomID empty, one Props serves every room: each actor
+// takes its room ID from its name (it must be spawned under the room ID),
+// so thousands of idle rooms share one configuration instead of holding a
+// copy each.
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
 	stopChild := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	all := append([]actor.PropsOption{
 		actor.WithReceiverMiddleware(actorpersist.Using(cfg.Provider)),
 		actor.WithSupervisor(stopChild),
 	}, opts...)
+	shared := &cfg
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &roomActor{cfg: cfg, m: NewMachine(cfg.Policy), gen: cfg.Generations.Add(1)}
+		return &roomActor{cfg: shared, room: shared.Policy.RoomID, gen: shared.Generations.Add(1)}
 	}, all...)
 }
 
 type roomActor struct {
 	actorpersist.Mixin
-	cfg       Config
-	m         *Machine
-	gen       uint64
+	cfg  *Config // shared by all rooms: read only
+	room string
+	m    *Machine
+	gen  uint64
+	// ctx is created when a lookup first needs it and cancelled when the
+	// actor stops; idle rooms never pay for one.
 	ctx       context.Context
 	cancel    context.CancelFunc
 	live      bool
@@ -137,8 +146,12 @@ type (
 func (r *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.ctx, r.cancel = context.WithCancel(context.Background())
-		r.timers = map[uint64]func() bool{}
+		if r.room == "" {
+			r.room = strings.TrimPrefix(ctx.Self().Id, ctx.Parent().Id+"/")
+		}
+		policy := r.cfg.Policy
+		policy.RoomID = r.room
+		r.m = NewMachine(policy)
 	case *roompb.RoomSnapshot:
 		r.m.Restore(FromSnapshot(m))
 	case *actorpersist.RequestSnapshot:
@@ -148,7 +161,7 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		// Sent before any AcquireSlot of this incarnation, after any of
 		// its predecessor's: rooms drops what the predecessor held.
 		ctx.Request(ctx.Parent(), &messages.ResetSlots{})
-		r.cfg.Logger.Debug("room recovered", "room", messages.RoomID(r.cfg.Policy.RoomID), "queue", len(r.m.Queue), "next_index", r.m.NextIndex)
+		r.cfg.Logger.Debug("room recovered", "room", messages.RoomID(r.room), "queue", len(r.m.Queue), "next_index", r.m.NextIndex)
 		r.step(ctx, Recovered{})
 	case *messages.Nudge:
 		if r.live {
@@ -196,6 +209,7 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		for _, stop := range r.timers {
 			stop()
 		}
+		r.timers = nil
 	default:
 		if ev, ok := m.(proto.Message); ok && r.Recovering() {
 			if err := r.m.Apply(ev); err != nil {
@@ -234,7 +248,7 @@ func (r *roomActor) step(ctx actor.Context, in Input) {
 }
 
 func (r *roomActor) perform(ctx actor.Context, eff Effect) {
-	room := r.cfg.Policy.RoomID
+	room := r.room
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
 	switch e := eff.(type) {
 	case LoadInbox:
@@ -289,11 +303,15 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 			sys.Root.Send(self, &effectDone{gen: gen, in: done})
 		}()
 	case Reconcile:
+		if r.ctx == nil {
+			r.ctx, r.cancel = context.WithCancel(context.Background())
+		}
+		lookupCtx := r.ctx
 		go func() {
-			if err := r.cfg.Flights.wait(r.ctx, room); err != nil {
+			if err := r.cfg.Flights.wait(lookupCtx, room); err != nil {
 				return // this incarnation is gone
 			}
-			id, found, err := r.cfg.Sender.FindReply(r.ctx, room, e.EventID, e.TxnID)
+			id, found, err := r.cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
 			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id}
 			var code messages.Code
 			if err != nil {
@@ -313,6 +331,9 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 	case Schedule:
 		r.timerSeq++
 		id := r.timerSeq
+		if r.timers == nil {
+			r.timers = map[uint64]func() bool{}
+		}
 		r.timers[id] = r.cfg.Clock.AfterFunc(e.After, func() {
 			sys.Root.Send(self, &timerFired{gen: gen, id: id, in: e.Input})
 		})
@@ -331,7 +352,7 @@ func asError(err error) *messages.Error {
 
 func (r *roomActor) status() *messages.RoomStatus {
 	st := &messages.RoomStatus{
-		Room:      messages.RoomID(r.cfg.Policy.RoomID),
+		Room:      messages.RoomID(r.room),
 		Phase:     r.m.Phase(),
 		SlotHeld:  r.m.SlotHeld(),
 		NextIndex: r.m.NextIndex,
@@ -393,7 +414,7 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 // logTransition logs a journal event as a state transition: its kind, the
 // hashed room and event IDs, attempt and code — never content.
 func (r *roomActor) logTransition(ev proto.Message) {
-	attrs := []any{"room", messages.RoomID(r.cfg.Policy.RoomID), "transition", string(ev.ProtoReflect().Descriptor().Name())}
+	attrs := []any{"room", messages.RoomID(r.room), "transition", string(ev.ProtoReflect().Descriptor().Name())}
 	switch e := ev.(type) {
 	case *roompb.InvocationQueued:
 		attrs = append(attrs, "event", messages.EventID(e.GetCandidate().GetEventId()), "trigger", e.GetCandidate().GetTrigger())
