@@ -76,7 +76,9 @@ func TestLateStoredSendIsNotRepeated(t *testing.T) {
 		wantReplies int
 	}{
 		{"settling delay", time.Second, 1},
-		{"single lookup", 0, 2},
+		// Demonstrates the hazard the delay closes, so this test would
+		// notice if the scenario stopped reproducing it.
+		{"hazard without delay: single lookup duplicates", 0, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hs := &lateSender{stored: map[string]int{}}
@@ -87,8 +89,12 @@ func TestLateStoredSendIsNotRepeated(t *testing.T) {
 			h.waitFor("first lookup", func() bool { n, _ := hs.counts(); return n >= 1 })
 			hs.finish()
 			h.waitFor("answered", h.answered(roomA, 1))
-			if lookups, replies := hs.counts(); replies != c.wantReplies {
+			lookups, replies := hs.counts()
+			if replies != c.wantReplies {
 				t.Fatalf("%d replies in the room after %d lookups, want %d", replies, lookups, c.wantReplies)
+			}
+			if c.settle > 0 && lookups < 2 {
+				t.Fatalf("found after %d lookups: the settled second lookup never ran", lookups)
 			}
 		})
 	}

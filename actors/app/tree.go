@@ -74,7 +74,8 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 	flights := room.NewFlights()
 	invCfg := invocation.Config{Invoker: cfg.Invoker, Timeout: cfg.InvocationTimeout, Logger: cfg.Logger, Running: cfg.Invocations}
 	// One Props for every room: each room actor takes its room ID from
-	// its name, so idle rooms do not each hold a copy of the configuration.
+	// its name, so idle rooms share one Config, Props and middleware
+	// chain (each still has its own machine and policy copy).
 	policy := cfg.Policy
 	policy.RoomID = ""
 	if policy.InvocationTimeout == 0 {

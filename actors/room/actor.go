@@ -94,9 +94,9 @@ type Config struct {
 // memory by protoactor.
 //
 // With cfg.Policy.RoomID empty, one Props serves every room: each actor
-// takes its room ID from its name (it must be spawned under the room ID),
-// so thousands of idle rooms share one configuration instead of holding a
-// copy each.
+// takes its room ID from its name (it must be spawned under its parent,
+// named by the room ID), so thousands of idle rooms share one Config,
+// Props and middleware chain instead of holding a copy each.
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
 	stopChild := actor.NewOneForOneStrategy(0, 0, func(any) actor.Directive { return actor.StopDirective })
 	all := append([]actor.PropsOption{
@@ -147,7 +147,7 @@ func (r *roomActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if r.room == "" {
-			r.room = strings.TrimPrefix(ctx.Self().Id, ctx.Parent().Id+"/")
+			r.room = roomFromName(ctx.Self(), ctx.Parent())
 		}
 		policy := r.cfg.Policy
 		policy.RoomID = r.room
@@ -340,6 +340,22 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 	default:
 		panic(fmt.Sprintf("room: unknown effect %T", eff))
 	}
+}
+
+// roomFromName returns the room ID an actor spawned under parent with the
+// room ID as its name serves. Anything else is a wiring bug that would
+// make the room read another room's inbox: it panics.
+func roomFromName(self, parent *actor.PID) string {
+	if self == nil || parent == nil {
+		panic("room: a room actor needs a parent (it takes its room ID from its name)")
+	}
+	id, ok := strings.CutPrefix(self.Id, parent.Id+"/")
+	// Room IDs start with "!"; since room version 12 they need not name a
+	// server.
+	if !ok || !strings.HasPrefix(id, "!") {
+		panic(fmt.Sprintf("room: actor %q is not named by a Matrix room ID under %q", self.Id, parent.Id))
+	}
+	return id
 }
 
 func asError(err error) *messages.Error {

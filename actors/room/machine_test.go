@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lisabot/lisa/messages"
@@ -315,4 +316,32 @@ func TestDeadlineSpansAttempts(t *testing.T) {
 	if m.Phase() != "sending" {
 		t.Fatalf("phase = %s", m.Phase())
 	}
+}
+
+func TestRoomFromName(t *testing.T) {
+	parent := &actor.PID{Address: "nonhost", Id: "app/rooms"}
+	if got := roomFromName(&actor.PID{Id: "app/rooms/!abc:hs.example"}, parent); got != "!abc:hs.example" {
+		t.Fatalf("room = %q", got)
+	}
+	if got := roomFromName(&actor.PID{Id: "app/rooms/!v12hashonly"}, parent); got != "!v12hashonly" {
+		t.Fatalf("room version 12 ID = %q", got)
+	}
+	for _, self := range []string{"app/rooms", "app/other/!abc:hs", "app/rooms/inv-1", "app/roomsx/!abc:hs"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%q accepted as a room actor name", self)
+				}
+			}()
+			roomFromName(&actor.PID{Id: self}, parent)
+		}()
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a room actor without a parent was accepted")
+			}
+		}()
+		roomFromName(&actor.PID{Id: "!abc:hs"}, nil)
+	}()
 }

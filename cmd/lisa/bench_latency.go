@@ -51,9 +51,8 @@ type segmentStats struct {
 // homeserver observes.
 var segmentNames = []string{
 	"deliverable → /sync response written",
-	"/sync response → GET /context (classify, CommitSync, queue, start)",
-	"GET /context → GET /joined_members",
-	"GET /joined_members → typing off (LLM, render)",
+	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync, queue, start)",
+	"→ typing off (context and members fetched side by side, context built, LLM, render)",
 	"typing off → reply PUT (ReplyReady, send)",
 }
 
@@ -83,9 +82,9 @@ func (t *tracer) take(room string) []tracePoint {
 	return pts
 }
 
-// segments splits [t0, send] at the first /sync, /context and
-// /joined_members after t0 and the last typing request before the send;
-// ok is false if one is missing.
+// segments splits [t0, send] at the first /sync after t0, the first of
+// /context and /joined_members (Lisa sends both at once), and the last
+// typing request before the send; ok is false if one is missing.
 func segments(t0 time.Time, pts []tracePoint) ([]time.Duration, bool) {
 	first := map[string]time.Time{}
 	var typingOff, send time.Time
@@ -107,7 +106,15 @@ func segments(t0 time.Time, pts []tracePoint) ([]time.Duration, bool) {
 			}
 		}
 	}
-	marks := []time.Time{t0, first["sync"], first["context"], first["joined_members"], typingOff, send}
+	ctxAt, membersAt := first["context"], first["joined_members"]
+	if ctxAt.IsZero() || membersAt.IsZero() {
+		return nil, false
+	}
+	fetch := ctxAt
+	if membersAt.Before(fetch) {
+		fetch = membersAt
+	}
+	marks := []time.Time{t0, first["sync"], fetch, typingOff, send}
 	out := make([]time.Duration, 0, len(marks)-1)
 	for i := 1; i < len(marks); i++ {
 		if marks[i].IsZero() || marks[i].Before(marks[i-1]) {
