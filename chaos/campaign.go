@@ -111,6 +111,7 @@ type campaign struct {
 	lisaEvents  map[id.RoomID][]id.EventID
 	faultTimes  []time.Time
 	firstReply  []time.Time // reply observation times
+	faultsEnd   time.Time   // when the fault phase ended
 	typing      map[id.RoomID][]id.UserID
 	proc        *lisaProc
 	procs       []*lisaProc // every process started
@@ -456,6 +457,9 @@ func (c *campaign) traffic(ctx context.Context) error {
 	c.hsProxy.Enable(false)
 	c.llmProxy.Enable(false)
 	c.mu.Lock()
+	c.faultsEnd = time.Now()
+	c.mu.Unlock()
+	c.mu.Lock()
 	p := c.proc
 	c.mu.Unlock()
 	// Graceful stop of the last faulty process (it may be dead already).
@@ -473,6 +477,7 @@ func (c *campaign) traffic(ctx context.Context) error {
 	for k, v := range c.llmProxy.Counts() {
 		c.report.NetFaults["llm:"+string(k)] += v
 	}
+	c.report.NetRequests = map[string]int64{"homeserver": c.hsProxy.Requests(), "llm": c.llmProxy.Requests()}
 	return nil
 }
 

@@ -73,6 +73,8 @@ type Proxy struct {
 	srv      *http.Server
 	ln       net.Listener
 	enabled  atomic.Bool
+	// requests counts requests that arrived while faults were enabled.
+	requests atomic.Int64
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -114,6 +116,9 @@ func NewProxy(target string, plan NetPlan) (*Proxy, error) {
 // URL is the proxy's base URL.
 func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
+// Requests returns how many requests arrived while faults were enabled.
+func (p *Proxy) Requests() int64 { return p.requests.Load() }
+
 // Enable turns fault injection on or off (the proxy keeps forwarding).
 func (p *Proxy) Enable(on bool) { p.enabled.Store(on) }
 
@@ -136,6 +141,7 @@ func (p *Proxy) pick(r *http.Request) (NetKind, time.Duration) {
 	if !p.enabled.Load() {
 		return "", 0
 	}
+	p.requests.Add(1)
 	if len(p.plan.Paths) > 0 {
 		match := false
 		for _, s := range p.plan.Paths {

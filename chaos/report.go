@@ -25,19 +25,26 @@ type Report struct {
 	Chatter      int `json:"chatter"`       // messages she had to ignore
 	Replies      int `json:"replies"`       // her messages on the homeserver
 	ErrorReplies int `json:"error_replies"` // of which persona.generic_error
-	Duplicates   int `json:"duplicates"`
-	Losses       int `json:"losses"`
-	Unexpected   int `json:"unexpected"` // replies to non-invocations
+	// RepliesUnderFaults are the replies seen before the fault phase
+	// ended; the rest were sent in the quiet phase. Few of them mean the
+	// faults kept Lisa from working rather than testing her work.
+	RepliesUnderFaults int `json:"replies_under_faults"`
+	Duplicates         int `json:"duplicates"`
+	Losses             int `json:"losses"`
+	Unexpected         int `json:"unexpected"` // replies to non-invocations
 
-	ActorFaults        map[string]int `json:"actor_faults"` // by kind
-	NetFaults          map[string]int `json:"net_faults"`   // "homeserver:429", "llm:reset", ...
-	Kills              map[string]int `json:"kills"`        // "sigkill" or the failpoint
-	HomeserverRestarts int            `json:"homeserver_restarts"`
-	LisaStarts         int            `json:"lisa_starts"`
-	Exits              map[string]int `json:"exits"` // by cause
-	TotalActorFaults   int            `json:"total_actor_faults"`
-	TotalNetFaults     int            `json:"total_net_faults"`
-	TotalKills         int            `json:"total_kills"`
+	ActorFaults map[string]int `json:"actor_faults"` // by kind
+	NetFaults   map[string]int `json:"net_faults"`   // "homeserver:429", "llm:reset", ...
+	// NetRequests counts the requests each proxy saw while it injected
+	// faults ("homeserver", "llm").
+	NetRequests        map[string]int64 `json:"net_requests"`
+	Kills              map[string]int   `json:"kills"` // "sigkill" or the failpoint
+	HomeserverRestarts int              `json:"homeserver_restarts"`
+	LisaStarts         int              `json:"lisa_starts"`
+	Exits              map[string]int   `json:"exits"` // by cause
+	TotalActorFaults   int              `json:"total_actor_faults"`
+	TotalNetFaults     int              `json:"total_net_faults"`
+	TotalKills         int              `json:"total_kills"`
 	// MaxRecovery is the longest time from a kill or homeserver restart
 	// to the next reply seen on the homeserver.
 	MaxRecovery time.Duration `json:"max_recovery_ns"`
@@ -80,13 +87,14 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "duration\t%s (faults for %s, quiet catch-up %s)\n", r.Duration, r.TrafficPhase, r.QuietCatchUp)
 	fmt.Fprintf(tw, "rooms\t%d allowed + 1 not allowed\n", r.Rooms)
 	fmt.Fprintf(tw, "invocations issued\t%d (and %d messages to ignore)\n", r.Invocations, r.Chatter)
-	fmt.Fprintf(tw, "replies\t%d (%d of them the generic error)\n", r.Replies, r.ErrorReplies)
+	fmt.Fprintf(tw, "replies\t%d (%d of them the generic error; %d sent while faults were injected)\n", r.Replies, r.ErrorReplies, r.RepliesUnderFaults)
 	fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
 	fmt.Fprintf(tw, "losses\t%d\n", r.Losses)
 	fmt.Fprintf(tw, "replies to non-invocations\t%d\n", r.Unexpected)
 	fmt.Fprintf(tw, "faults injected\t%d\n", r.TotalFaults())
 	fmt.Fprintf(tw, "  actor faults\t%d %s\n", r.TotalActorFaults, kv(r.ActorFaults))
 	fmt.Fprintf(tw, "  network faults\t%d %s\n", r.TotalNetFaults, kv(r.NetFaults))
+	fmt.Fprintf(tw, "  requests through the proxies\thomeserver %d, LLM %d\n", r.NetRequests["homeserver"], r.NetRequests["llm"])
 	fmt.Fprintf(tw, "  process kills\t%d %s\n", r.TotalKills, kv(r.Kills))
 	fmt.Fprintf(tw, "  homeserver restarts\t%d\n", r.HomeserverRestarts)
 	fmt.Fprintf(tw, "lisa starts\t%d; exits %s\n", r.LisaStarts, kv(r.Exits))

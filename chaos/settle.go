@@ -333,6 +333,11 @@ func (c *campaign) finishReport() {
 	r.ActorFaults = c.actorFaults
 	r.LisaStarts = c.launches
 	r.Exits = c.exits
+	for _, at := range c.firstReply {
+		if at.Before(c.faultsEnd) {
+			r.RepliesUnderFaults++
+		}
+	}
 	// Recovery: from each process-level fault to the next reply seen.
 	for _, f := range c.faultTimes {
 		i, _ := slices.BinarySearchFunc(c.firstReply, f, func(a, b time.Time) int { return a.Compare(b) })

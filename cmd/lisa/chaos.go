@@ -21,13 +21,14 @@ func chaosCmd(ctx context.Context, c *cli, args []string) int {
 	rooms := fs.Int("rooms", 3, "allowed rooms with traffic")
 	actorRate := fs.Float64("actor-rate", 0, "actor fault probability per message (default: the CI campaign's)")
 	netRate := fs.Float64("net-rate", 0, "network fault probability per request (default: the CI campaign's)")
+	killEvery := fs.Duration("kill-every", 0, "mean time between random SIGKILLs, drawn from [D/2, 3D/2] (default: the CI campaign's 3–8 s)")
 	dir := fs.String("dir", "", "working directory, kept afterwards (default: a temporary one, removed)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *rooms < 1 || *duration <= 0 || *actorRate < 0 || *actorRate > 1 || *netRate < 0 || *netRate > 1 {
-		fmt.Fprintln(c.stderr, "lisa chaos: --rooms must be positive, --duration positive, rates within [0, 1]")
+	if *rooms < 1 || *duration <= 0 || *actorRate < 0 || *actorRate > 1 || *netRate < 0 || *netRate > 1 || *killEvery < 0 {
+		fmt.Fprintln(c.stderr, "lisa chaos: --rooms must be positive, --duration positive, --kill-every not negative, rates within [0, 1]")
 		return exitUsage
 	}
 	self, err := os.Executable()
@@ -53,6 +54,9 @@ func chaosCmd(ctx context.Context, c *cli, args []string) int {
 	}
 	if *netRate > 0 {
 		cfg.NetRate = *netRate
+	}
+	if *killEvery > 0 {
+		cfg.KillEvery = [2]time.Duration{*killEvery / 2, *killEvery * 3 / 2}
 	}
 	cfg.Progress = c.stdout
 	rep, err := chaos.Run(ctx, cfg)
