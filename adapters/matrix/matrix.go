@@ -59,28 +59,61 @@ func (c *Client) SendReply(ctx context.Context, room, txnID string, content []by
 	return string(resp.EventID), nil
 }
 
-// findPages bounds how far back FindReply looks: pages of 100 of Lisa's own
-// messages (the filter names her as sender).
+// findPages bounds how many pages of 100 of Lisa's own messages FindReply
+// reads (the filter names her as sender).
 const findPages = 50
 
-// FindReply looks backwards through the room for Lisa's reply to
-// invokingEventID: an event from Lisa whose transaction ID is txnID, or
-// that names the invocation, or that replies to it.
+// lookupAttempts is how often FindReply tries one request that failed
+// transiently before it gives up; the room retries the whole lookup later.
+const lookupAttempts = 3
+
+// FindReply looks for Lisa's reply to invokingEventID: an event from Lisa
+// whose transaction ID is txnID, or that names the invocation, or that
+// replies to it. It reads forwards from the invoking event (GET /context,
+// then /messages), so it costs one or two requests however long the room's
+// history is. If the invoking event cannot be fetched (redacted, purged,
+// not visible), it reads backwards from the newest event instead.
 func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
-	from := ""
-	for range findPages {
-		resp, err := c.cli.Messages(ctx, id.RoomID(room), from, "", mautrix.DirectionBackward,
-			&mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{c.cli.UserID}}, 100)
-		if err != nil {
-			return "", false, Classify(err)
-		}
-		for _, evt := range resp.Chunk {
-			if evt.Sender != c.cli.UserID {
+	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{c.cli.UserID}, LazyLoadMembers: true}
+	match := func(evts []*event.Event) (string, bool) {
+		for _, evt := range evts {
+			if evt == nil || evt.Sender != c.cli.UserID {
 				continue
 			}
 			if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
-				return string(evt.ID), true, nil
+				return string(evt.ID), true
 			}
+		}
+		return "", false
+	}
+	from, dir := "", mautrix.DirectionBackward
+	var around *mautrix.RespContext
+	err := c.retry(ctx, func() (err error) {
+		around, err = c.cli.Context(ctx, id.RoomID(room), id.EventID(invokingEventID), filter, 20)
+		return err
+	})
+	switch le := asLookupError(err); {
+	case err == nil && around != nil && around.End != "":
+		// A reply comes after the event it answers: the events after
+		// it in the window, then onwards from the window's end.
+		if id, ok := match(around.EventsAfter); ok {
+			return id, true, nil
+		}
+		from, dir = around.End, mautrix.DirectionForward
+	case err != nil && !le.Permanent:
+		return "", false, le
+	}
+	for range findPages {
+		var resp *mautrix.RespMessages
+		err := c.retry(ctx, func() (err error) {
+			resp, err = c.cli.Messages(ctx, id.RoomID(room), from, "", dir, filter, 100)
+			return err
+		})
+		if err != nil {
+			return "", false, Classify(err)
+		}
+		if id, ok := match(resp.Chunk); ok {
+			return id, true, nil
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
 			break
@@ -88,6 +121,41 @@ func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID str
 		from = resp.End
 	}
 	return "", false, nil
+}
+
+// asLookupError classifies err (nil stays nil).
+func asLookupError(err error) *messages.Error {
+	if err == nil {
+		return nil
+	}
+	return Classify(err)
+}
+
+// retry runs fn up to lookupAttempts times while it fails transiently,
+// waiting 100 ms, then 200 ms (or the server's Retry-After, at most 1 s).
+func (c *Client) retry(ctx context.Context, fn func() error) error {
+	var err error
+	for i := range lookupAttempts {
+		if err = fn(); err == nil {
+			return nil
+		}
+		le := Classify(err)
+		if le.Permanent || i == lookupAttempts-1 || ctx.Err() != nil {
+			return err
+		}
+		wait := time.Duration(100<<i) * time.Millisecond
+		if le.RetryAfter > 0 {
+			wait = min(le.RetryAfter, time.Second)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
 }
 
 func repliesTo(evt *event.Event, invoking string) bool {

@@ -1,0 +1,157 @@
+package matrix
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/testkit/dendrite"
+)
+
+// countingTransport counts /messages requests by direction.
+type countingTransport struct {
+	mu         sync.Mutex
+	back, fwd  int
+	underlying http.RoundTripper
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(r.URL.Path, "/messages") {
+		c.mu.Lock()
+		if r.URL.Query().Get("dir") == "b" {
+			c.back++
+		} else {
+			c.fwd++
+		}
+		c.mu.Unlock()
+	}
+	return c.underlying.RoundTrip(r)
+}
+
+func (c *countingTransport) reset() (back, fwd int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	back, fwd = c.back, c.fwd
+	c.back, c.fwd = 0, 0
+	return back, fwd
+}
+
+// TestFindReplyReadsForwards: against a real Dendrite, a reply that comes
+// after many of Lisa's other messages is found by reading forwards from
+// the invoking event; an unanswered event is not found without reading
+// the room backwards; an unknown event falls back to the backward scan.
+func TestFindReplyReadsForwards(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hs := dendrite.Start(t, dendrite.Options{})
+	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	human, err := hs.RegisterUser(ctx, "human", "human-password-1", "HUMANDEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{underlying: http.DefaultTransport}
+	c, err := Connect(ctx, hs.URL(), bot.UserID, bot.DeviceID, bot.AccessToken, &http.Client{Transport: ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, _ := mautrix.NewClient(hs.URL(), id.UserID(human.UserID), human.AccessToken)
+	room, err := hc.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(bot.UserID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := mautrix.NewClient(hs.URL(), id.UserID(bot.UserID), bot.AccessToken)
+	if _, err := bc.JoinRoomByID(ctx, room.RoomID); err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) id.EventID {
+		resp, err := hc.SendText(ctx, room.RoomID, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.EventID
+	}
+	reply := func(to id.EventID, txn string) string {
+		content := fmt.Sprintf(`{"msgtype":"m.text","body":"re %s","m.relates_to":{"m.in_reply_to":{"event_id":%q}}}`, to, to)
+		got, err := c.SendReply(ctx, string(room.RoomID), txn, []byte(content))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// Lisa has answered plenty before the invocation...
+	for i := range 5 {
+		reply(post(fmt.Sprintf("earlier %d", i)), fmt.Sprintf("lisa_early_%d", i))
+	}
+	invoking := post("the invocation")
+	unanswered := post("never answered")
+	// ...and more after it, before her reply to it: more than one
+	// /context window's worth.
+	for i := range 14 {
+		reply(post(fmt.Sprintf("later %d", i)), fmt.Sprintf("lisa_late_%d", i))
+	}
+	want := reply(invoking, "lisa_the_reply")
+	_ = post("after the reply")
+
+	ct.reset()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, found, err := c.FindReply(ctx, string(room.RoomID), string(invoking), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found {
+			if got != want {
+				t.Fatalf("found %s, want %s", got, want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("reply not found")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if back, _ := ct.reset(); back != 0 {
+		t.Errorf("found the reply with %d backward reads, want 0", back)
+	}
+	if _, found, err := c.FindReply(ctx, string(room.RoomID), string(unanswered), "lisa_nope"); err != nil || found {
+		t.Fatalf("unanswered event: found=%v err=%v", found, err)
+	}
+	if back, fwd := ct.reset(); back != 0 || fwd == 0 {
+		t.Errorf("not-found lookup read %d pages backwards and %d forwards, want 0 and some", back, fwd)
+	}
+	// An event the homeserver does not know: the backward scan still
+	// finds a reply naming it (Lisa's marker), and reads backwards.
+	marker := `{"msgtype":"m.text","body":"x","org.lisabot.invocation":"$gone:elsewhere"}`
+	ghost, err := c.SendReply(ctx, string(room.RoomID), "lisa_ghost", []byte(marker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct.reset()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		got, found, err := c.FindReply(ctx, string(room.RoomID), "$gone:elsewhere", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found && got == ghost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reply to an unknown event not found (%s %v)", got, found)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if back, _ := ct.reset(); back == 0 {
+		t.Error("unknown invoking event: no backward scan")
+	}
+}
