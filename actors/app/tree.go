@@ -71,7 +71,7 @@ type TreeConfig struct {
 // Tree returns the props of the app actor with the whole tree below it.
 func (s *System) Tree(cfg TreeConfig) *actor.Props {
 	gens := &atomic.Uint64{}
-	flights := room.NewFlights()
+	flights := room.NewFlights(cfg.Clock.Now)
 	invCfg := invocation.Config{Invoker: cfg.Invoker, Timeout: cfg.InvocationTimeout, Logger: cfg.Logger, Running: cfg.Invocations}
 	// One Props for every room: each room actor takes its room ID from
 	// its name, so idle rooms share one Config, Props and middleware

@@ -311,10 +311,12 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 			if err := r.cfg.Flights.wait(lookupCtx, room); err != nil {
 				return // this incarnation is gone
 			}
+			quiet, lookedAt := r.cfg.Flights.quietSince(room), r.cfg.Clock.Now()
 			id, found, err := r.cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
-			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id}
+			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet}
 			var code messages.Code
 			if err != nil {
+				r.cfg.Flights.lookupFailed(room)
 				le := asError(err)
 				done.Err, done.RetryAfter = le, le.RetryAfter
 				code = le.Code

@@ -56,6 +56,15 @@ type ReconcileDone struct {
 	ReplyEventID string
 	Err          *messages.Error
 	RetryAfter   time.Duration
+	// LookedAt is when the lookup began.
+	LookedAt time.Time
+	// QuietSince is the latest moment a request for this room may still
+	// have been on its way, as far as this process knows: its start
+	// (earlier processes' requests ended by then), the end of the room's
+	// last send, or the room's last failed lookup (the homeserver may
+	// have restarted with requests queued). A miss counts only if the
+	// lookup began Policy.SettleDelay after it.
+	QuietSince time.Time
 }
 
 // ResendDue: the delay before the next send or lookup has passed.

@@ -27,13 +27,15 @@ type Policy struct {
 	// SendRetryBase and SendRetryMax bound the delay before a failed send
 	// or reconciliation is retried when the server gave no Retry-After.
 	SendRetryBase, SendRetryMax time.Duration
-	// SettleDelay separates the two lookups that must both miss before a
-	// reply whose earlier send may have reached the homeserver is sent
-	// again. A homeserver can store a request whose client gave up (it
-	// timed out, or its process was killed) well after the client saw
-	// the failure, and it only recognises a repeated transaction ID once
-	// the first request finished: one early lookup is not proof that
-	// nothing was stored. Zero trusts a single lookup.
+	// SettleDelay is how long the homeserver is given to store a request
+	// whose client gave up before a lookup that misses it counts: a reply
+	// whose earlier send may have reached the homeserver is sent again
+	// only after a lookup that began at least SettleDelay after the room
+	// went quiet (see ReconcileDone.QuietSince). A homeserver can store a
+	// request whose client timed out or was killed well after the client
+	// saw the failure, and it recognises a repeated transaction ID only
+	// once the first request finished, so an early miss proves nothing.
+	// Zero trusts any miss.
 	SettleDelay time.Duration
 	// ErrorReply renders the persona's in-character error as the exact
 	// content of a reply to eventID. It must be deterministic.
@@ -72,10 +74,6 @@ type Machine struct {
 	unsure bool
 	// sendFailures counts consecutive send failures of the head.
 	sendFailures int
-	// misses counts successful lookups in a row that did not find the
-	// unsure reply; it is sent again only after a second miss, at least
-	// SettleDelay after the first.
-	misses int
 }
 
 // NewMachine returns a machine with empty state.
@@ -85,7 +83,7 @@ func NewMachine(p Policy) *Machine { return &Machine{policy: p} }
 // progress.
 func (m *Machine) Restore(s State) {
 	m.State = s
-	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures, m.misses = idle, false, 0, false, 0, 0
+	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
 }
 
 // Phase names the head's volatile progress, for the debug shell.
@@ -117,7 +115,7 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 	case Recovered:
 		// Whatever was in flight before the restart is unknown now.
 		if head != nil && head.Ready {
-			m.unsure, m.misses = true, 0
+			m.unsure = true
 		}
 		out.effect(LoadInbox{})
 	case InboxLoaded:
@@ -196,7 +194,7 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		default:
 			// The request may have reached the server: look before
 			// sending again.
-			m.unsure, m.misses = in.Ambiguous, 0
+			m.unsure = in.Ambiguous
 			m.sendFailures++
 			m.phase = sendWait
 			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
@@ -208,25 +206,23 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		m.phase = idle
 		switch {
 		case in.Err != nil:
-			// A failed lookup proves nothing, and the homeserver may
-			// have restarted: the settling starts over.
-			m.misses = 0
+			// A failed lookup proves nothing; the adapter counts the
+			// failure as the room's latest unquiet moment.
 			m.sendFailures++
 			m.phase = sendWait
 			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
 		case in.Found:
-			m.unsure, m.sendFailures, m.misses = false, 0, 0
+			m.unsure, m.sendFailures = false, 0
 			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms, Reconciled: true})
 			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
-		case m.misses == 0 && m.policy.SettleDelay > 0:
+		case in.LookedAt.Before(in.QuietSince.Add(m.policy.SettleDelay)):
 			// Not there yet, but a request the homeserver is still
-			// processing would not be either: look once more after
-			// it has had time to finish.
-			m.misses = 1
+			// processing would not be either: look again once it has
+			// had SettleDelay to finish.
 			m.phase = sendWait
-			out.effect(Schedule{After: m.policy.SettleDelay, Input: ResendDue{EventID: in.EventID}})
+			out.effect(Schedule{After: in.QuietSince.Add(m.policy.SettleDelay).Sub(in.LookedAt), Input: ResendDue{EventID: in.EventID}})
 		default:
-			m.unsure, m.misses = false, 0
+			m.unsure = false
 		}
 	case ResendDue:
 		if m.phase == sendWait && head != nil && head.EventID() == in.EventID {

@@ -125,32 +125,46 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, SlotGranted{})
 			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
 			d.crash(t)
+			start := d.now // the new process
 			d.feed(t, Recovered{})
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$stale"}) // old incarnation: ignored
-			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
-			// One miss is not enough: a request of the dead process may
-			// still be processed. Look again after the settling delay.
+			// A miss right after the start is not enough: a request of
+			// the dead process may still be processed. Look again once
+			// the settling delay after the start has passed.
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false, LookedAt: d.now, QuietSince: start})
 			d.feed(t, ResendDue{EventID: "$a"})
-			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false, LookedAt: start.Add(5 * time.Second), QuietSince: start})
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
 		},
 		"late_stored_send_found_on_second_lookup": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a"))
 			d.feed(t, SlotGranted{})
 			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			sendEnded := d.now
 			d.feed(t, SendDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}, Ambiguous: true})
 			d.feed(t, ResendDue{EventID: "$a"})
-			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false, LookedAt: d.now, QuietSince: sendEnded})
 			d.feed(t, ResendDue{EventID: "$a"})
-			// A failed lookup in between (the homeserver restarted):
-			// the settling starts over.
-			d.feed(t, ReconcileDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}})
+			// A failed lookup in between (the homeserver restarted): the
+			// room went quiet only now.
+			failed := d.now
+			d.feed(t, ReconcileDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}, LookedAt: d.now, QuietSince: sendEnded})
 			d.feed(t, ResendDue{EventID: "$a"})
-			d.feed(t, ReconcileDone{EventID: "$a", Found: false})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false, LookedAt: d.now, QuietSince: failed})
 			d.feed(t, ResendDue{EventID: "$a"})
 			// The homeserver finished storing the first request: found,
 			// never sent again.
-			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra", LookedAt: d.now, QuietSince: failed})
+		},
+		"settled_miss_sends_at_once": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			quiet := d.now
+			d.crash(t) // the room restarts in the same process, long after its last send
+			d.feed(t, Recovered{})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: false, LookedAt: quiet.Add(time.Minute), QuietSince: quiet})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
 		},
 		"crash_after_server_accepted_finds_reply": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a"))
