@@ -488,6 +488,7 @@ func (c *campaign) awaitBaseline(ctx context.Context) error {
 		c.mu.Lock()
 		procs := slices.Clone(c.procs)
 		c.mu.Unlock()
+		refused, lastErr := 0, ""
 		for _, p := range procs {
 			select {
 			case <-p.baseline:
@@ -495,8 +496,26 @@ func (c *campaign) awaitBaseline(ctx context.Context) error {
 				return nil
 			default:
 			}
+			select {
+			case <-p.done:
+				if e := p.lastError(); e != "" {
+					lastErr = e
+					if strings.HasPrefix(e, "cannot start") {
+						refused++
+					}
+				}
+			default:
+			}
+		}
+		// A Lisa that refuses to start (a missing pandoc, a bad
+		// configuration) will not start the next time either.
+		if refused >= 3 {
+			return fmt.Errorf("chaos: lisa refused to start %d times; last: %s", refused, lastErr)
 		}
 		if time.Now().After(deadline) {
+			if lastErr != "" {
+				return fmt.Errorf("chaos: lisa never recorded a sync baseline; her last error: %s", lastErr)
+			}
 			return errors.New("chaos: lisa never recorded a sync baseline")
 		}
 		select {

@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/lisabot/lisa/testkit/dendrite"
 )
 
 // lisaBin is the lisa binary built for the campaign (see TestMain).
@@ -116,4 +119,23 @@ func logTail(t *testing.T, path string) {
 		b = b[len(b)-30000:]
 	}
 	t.Logf("end of lisa.log:\n%s", b)
+}
+
+// TestLisaThatCannotStartEndsTheCampaign: a Lisa that refuses to start
+// (here: pandoc is not on her PATH) ends the campaign at once with her own
+// error, instead of being restarted until a deadline.
+func TestLisaThatCannotStartEndsTheCampaign(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := dendrite.EnsureBinary(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := CIConfig(1, t.TempDir(), func(args ...string) *exec.Cmd { return exec.Command(lisaBin, args...) })
+	cfg.DendriteBinary = bin
+	t.Setenv("PATH", t.TempDir()) // Lisa's environment: no pandoc
+	_, err = Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "refused to start") || !strings.Contains(err.Error(), "pandoc") {
+		t.Fatalf("campaign error = %v, want Lisa's refusal naming pandoc", err)
+	}
 }
