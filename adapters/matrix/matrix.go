@@ -67,53 +67,35 @@ const findPages = 50
 // transiently before it gives up; the room retries the whole lookup later.
 const lookupAttempts = 3
 
-// FindReply looks for Lisa's reply to invokingEventID: an event from Lisa
-// whose transaction ID is txnID, or that names the invocation, or that
-// replies to it. It reads forwards from the invoking event (GET /context,
-// then /messages), so it costs one or two requests however long the room's
-// history is. If the invoking event cannot be fetched (redacted, purged,
-// not visible), it reads backwards from the newest event instead.
+// FindReply looks backwards from the newest event for Lisa's reply to
+// invokingEventID: an event from Lisa whose transaction ID is txnID, or
+// that names the invocation, or that replies to it. A reply sent recently
+// is on the first page. Each request that fails transiently is tried again
+// twice before the lookup fails.
+//
+// (Reading forwards from the invoking event — GET /context, then
+// /messages — was tried and reverted: against Dendrite under a long
+// backlog it missed replies that existed, and each miss became a
+// duplicate. See docs/reliability.md.)
 func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
-	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{c.cli.UserID}, LazyLoadMembers: true}
-	match := func(evts []*event.Event) (string, bool) {
-		for _, evt := range evts {
-			if evt == nil || evt.Sender != c.cli.UserID {
-				continue
-			}
-			if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
-				return string(evt.ID), true
-			}
-		}
-		return "", false
-	}
-	from, dir := "", mautrix.DirectionBackward
-	var around *mautrix.RespContext
-	err := c.retry(ctx, func() (err error) {
-		around, err = c.cli.Context(ctx, id.RoomID(room), id.EventID(invokingEventID), filter, 20)
-		return err
-	})
-	switch le := asLookupError(err); {
-	case err == nil && around != nil && around.End != "":
-		// A reply comes after the event it answers: the events after
-		// it in the window, then onwards from the window's end.
-		if id, ok := match(around.EventsAfter); ok {
-			return id, true, nil
-		}
-		from, dir = around.End, mautrix.DirectionForward
-	case err != nil && !le.Permanent:
-		return "", false, le
-	}
+	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{c.cli.UserID}}
+	from := ""
 	for range findPages {
 		var resp *mautrix.RespMessages
 		err := c.retry(ctx, func() (err error) {
-			resp, err = c.cli.Messages(ctx, id.RoomID(room), from, "", dir, filter, 100)
+			resp, err = c.cli.Messages(ctx, id.RoomID(room), from, "", mautrix.DirectionBackward, filter, 100)
 			return err
 		})
 		if err != nil {
 			return "", false, Classify(err)
 		}
-		if id, ok := match(resp.Chunk); ok {
-			return id, true, nil
+		for _, evt := range resp.Chunk {
+			if evt == nil || evt.Sender != c.cli.UserID {
+				continue
+			}
+			if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
+				return string(evt.ID), true, nil
+			}
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
 			break
@@ -121,14 +103,6 @@ func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID str
 		from = resp.End
 	}
 	return "", false, nil
-}
-
-// asLookupError classifies err (nil stays nil).
-func asLookupError(err error) *messages.Error {
-	if err == nil {
-		return nil
-	}
-	return Classify(err)
 }
 
 // retry runs fn up to lookupAttempts times while it fails transiently,
