@@ -103,23 +103,7 @@ func TestFindReplyAmongManyReplies(t *testing.T) {
 	_ = post("after the reply")
 
 	ct.reset()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, found, err := c.FindReply(ctx, string(room.RoomID), string(invoking), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if found {
-			if got != want {
-				t.Fatalf("found %s, want %s", got, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("reply not found")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	awaitReply(ctx, t, c, string(room.RoomID), string(invoking), "", want)
 	if back, _ := ct.reset(); back != 1 {
 		t.Errorf("found the newest reply with %d page reads, want 1", back)
 	}
@@ -137,7 +121,7 @@ func TestFindReplyAmongManyReplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct.reset()
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got, found, err := c.FindReply(ctx, string(room.RoomID), "$gone:elsewhere", "")
 		if err != nil {

@@ -67,25 +67,31 @@ func TestAgainstDendrite(t *testing.T) {
 	if err != nil || again != sent {
 		t.Fatalf("same txn gave %s then %s (%v)", sent, again, err)
 	}
-	// The homeserver may need a moment before /messages shows the event.
+	awaitReply(ctx, t, c, string(room.RoomID), "$invoking", "lisa_txn_1", sent)
+	if _, found, _ := c.FindReply(ctx, string(room.RoomID), "$other", "lisa_txn_2"); found {
+		t.Fatal("found a reply to an event Lisa never answered")
+	}
+}
+
+// awaitReply polls FindReply until it finds a reply, which must be want:
+// the homeserver may need a moment before /messages shows an event.
+func awaitReply(ctx context.Context, t *testing.T, c *Client, room, invoking, txn, want string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, found, err := c.FindReply(ctx, string(room.RoomID), "$invoking", "lisa_txn_1")
+		got, found, err := c.FindReply(ctx, room, invoking, txn)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if found {
-			if got != sent {
-				t.Fatalf("found %s, sent %s", got, sent)
+			if got != want {
+				t.Fatalf("found %s, want %s", got, want)
 			}
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("sent reply not found")
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if _, found, _ := c.FindReply(ctx, string(room.RoomID), "$other", "lisa_txn_2"); found {
-		t.Fatal("found a reply to an event Lisa never answered")
 	}
 }
