@@ -76,6 +76,12 @@ func CIConfig(seed uint64, dir string, lisa func(args ...string) *exec.Cmd) Conf
 	}
 }
 
+// dendriteLateStore is how long after receiving a send Dendrite may still
+// store it: a restart that cuts its processing short leaves it to be
+// redelivered after the roomserver queue's acknowledgement timeout of
+// 5 min 10 s. Lisa's matrix.late_store_seconds default (330) matches it.
+const dendriteLateStore = 5*time.Minute + 30*time.Second
+
 const (
 	genericError = "Sorry, I got tangled."
 	lisaDevice   = "LISACHAOS"
@@ -112,6 +118,7 @@ type campaign struct {
 	faultTimes  []time.Time
 	firstReply  []time.Time // reply observation times
 	faultsEnd   time.Time   // when the fault phase ended
+	lastRestart time.Time   // when the homeserver last came back
 	typing      map[id.RoomID][]id.UserID
 	proc        *lisaProc
 	procs       []*lisaProc // every process started
@@ -355,6 +362,7 @@ func (c *campaign) account(p *lisaProc) {
 	for k, v := range p.faultCounts() {
 		c.actorFaults[k] += v
 	}
+	c.report.HeldReplies += p.heldCount()
 	if strings.HasPrefix(cause, "failpoint:") || cause == "sigkill" {
 		c.report.Kills[strings.TrimPrefix(cause, "failpoint:")]++
 		c.faultTimes = append(c.faultTimes, time.Now())
@@ -640,6 +648,7 @@ func (c *campaign) restarter(ctx context.Context) {
 		c.mu.Lock()
 		c.report.HomeserverRestarts++
 		c.faultTimes = append(c.faultTimes, time.Now())
+		c.lastRestart = time.Now()
 		c.mu.Unlock()
 	}
 }

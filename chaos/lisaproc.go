@@ -18,6 +18,7 @@ import (
 const (
 	logReady     = "lisa running"
 	logFault     = "chaos fault injected"
+	logTransit   = "invocation transition"
 	logKill      = "failpoint reached: killing this process"
 	logLeakCheck = "goroutine leak check after stop"
 	logBaseline  = "sync baseline recorded; earlier messages will not be answered"
@@ -41,6 +42,7 @@ type lisaProc struct {
 	leakText string
 	lastErr  string
 	readyAt  time.Time
+	holds    int // ReplyHeld transitions logged
 }
 
 // startLisa runs cmd, appending its stderr to logPath and parsing it.
@@ -76,6 +78,7 @@ func startLisa(cmd *exec.Cmd, logPath string) (*lisaProc, error) {
 				Leaked   *int   `json:"leaked"`
 				Routines string `json:"goroutines"`
 				Err      string `json:"err"`
+				Transit  string `json:"transition"`
 			}
 			if json.Unmarshal(line, &rec) != nil {
 				continue
@@ -89,6 +92,10 @@ func startLisa(cmd *exec.Cmd, logPath string) (*lisaProc, error) {
 				close(p.baseline)
 			case logFault:
 				p.faults[rec.Kind]++
+			case logTransit:
+				if rec.Transit == "ReplyHeld" {
+					p.holds++
+				}
 			case logKill:
 				p.failKill = rec.Point
 			case logLeakCheck:
@@ -169,6 +176,12 @@ func (p *lisaProc) faultCounts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+func (p *lisaProc) heldCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.holds
 }
 
 func (p *lisaProc) leakReport() (int, string) {

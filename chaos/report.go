@@ -30,8 +30,11 @@ type Report struct {
 	// faults kept Lisa from working rather than testing her work.
 	RepliesUnderFaults int `json:"replies_under_faults"`
 	Duplicates         int `json:"duplicates"`
-	Losses             int `json:"losses"`
-	Unexpected         int `json:"unexpected"` // replies to non-invocations
+	// HeldReplies counts replies Lisa held back for the late-store window
+	// because the homeserver may have restarted during their send.
+	HeldReplies int `json:"held_replies"`
+	Losses      int `json:"losses"`
+	Unexpected  int `json:"unexpected"` // replies to non-invocations
 
 	ActorFaults map[string]int `json:"actor_faults"` // by kind
 	NetFaults   map[string]int `json:"net_faults"`   // "homeserver:429", "llm:reset", ...
@@ -89,6 +92,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "invocations issued\t%d (and %d messages to ignore)\n", r.Invocations, r.Chatter)
 	fmt.Fprintf(tw, "replies\t%d (%d of them the generic error; %d sent while faults were injected)\n", r.Replies, r.ErrorReplies, r.RepliesUnderFaults)
 	fmt.Fprintf(tw, "duplicates\t%d\n", r.Duplicates)
+	fmt.Fprintf(tw, "replies held (homeserver may have restarted)\t%d\n", r.HeldReplies)
 	fmt.Fprintf(tw, "losses\t%d\n", r.Losses)
 	fmt.Fprintf(tw, "replies to non-invocations\t%d\n", r.Unexpected)
 	fmt.Fprintf(tw, "faults injected\t%d\n", r.TotalFaults())

@@ -54,6 +54,12 @@ type MatrixConfig struct {
 	// GapPageLimit bounds how many /messages pages are fetched to fill a
 	// limited (gappy) timeline.
 	GapPageLimit int `koanf:"gap_page_limit"`
+	// LateStoreSeconds is how long after a send reached the homeserver it
+	// may still be stored although Lisa saw the request fail. A reply in
+	// doubt is sent again only after this long; until then Lisa keeps
+	// looking for it. Dendrite needs 330 (its queue redelivers a send cut
+	// short by a restart after 5 min 10 s); 0 trusts the lookup at once.
+	LateStoreSeconds int `koanf:"late_store_seconds"`
 }
 
 // LLMConfig is the [llm] section.
@@ -209,6 +215,11 @@ func (r RuntimeConfig) SlogLevel() slog.Level {
 	default:
 		return slog.LevelInfo
 	}
+}
+
+// LateStore returns LateStoreSeconds as a duration.
+func (m MatrixConfig) LateStore() time.Duration {
+	return time.Duration(m.LateStoreSeconds) * time.Second
 }
 
 // SyncTimeout returns SyncTimeoutMS as a duration.

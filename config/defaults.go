@@ -17,6 +17,7 @@ func Default() Config {
 			SyncTimeoutMS:     30_000,
 			SyncTimelineLimit: 50,
 			GapPageLimit:      10,
+			LateStoreSeconds:  330,
 		},
 		LLM: LLMConfig{
 			RequestTimeoutSeconds: 90,

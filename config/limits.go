@@ -22,6 +22,8 @@ const (
 	MaxSyncTimelineLimit = 500
 	// MaxGapPageLimit bounds matrix.gap_page_limit.
 	MaxGapPageLimit = 100
+	// MaxLateStoreSeconds bounds matrix.late_store_seconds.
+	MaxLateStoreSeconds = 3600
 	// MaxAllowedRooms bounds the length of matrix.allowed_room_ids.
 	MaxAllowedRooms = 10_000
 	// MaxMentionAliases bounds the length of matrix.mention_aliases.

@@ -55,6 +55,7 @@ func (m MatrixConfig) validate(ps *Problems) {
 	checkRange(ps, "matrix.sync_timeout_ms", m.SyncTimeoutMS, MinSyncTimeoutMS, MaxSyncTimeoutMS)
 	checkRange(ps, "matrix.sync_timeline_limit", m.SyncTimelineLimit, 1, MaxSyncTimelineLimit)
 	checkRange(ps, "matrix.gap_page_limit", m.GapPageLimit, 1, MaxGapPageLimit)
+	checkRange(ps, "matrix.late_store_seconds", m.LateStoreSeconds, 0, MaxLateStoreSeconds)
 }
 
 func validateRooms(ps *Problems, rooms []string) {

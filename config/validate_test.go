@@ -138,6 +138,8 @@ func TestValidateRules(t *testing.T) {
 		{"timeline limit high", func(c *Config) { c.Matrix.SyncTimelineLimit = MaxSyncTimelineLimit + 1 }, "matrix.sync_timeline_limit", "between"},
 		{"gap pages negative", func(c *Config) { c.Matrix.GapPageLimit = -1 }, "matrix.gap_page_limit", "between"},
 		{"gap pages high", func(c *Config) { c.Matrix.GapPageLimit = MaxGapPageLimit + 1 }, "matrix.gap_page_limit", "between"},
+		{"late store negative", func(c *Config) { c.Matrix.LateStoreSeconds = -1 }, "matrix.late_store_seconds", "between"},
+		{"late store high", func(c *Config) { c.Matrix.LateStoreSeconds = MaxLateStoreSeconds + 1 }, "matrix.late_store_seconds", "between"},
 		{"llm timeout zero", func(c *Config) { c.LLM.RequestTimeoutSeconds = 0 }, "llm.request_timeout_seconds", "between"},
 		{"llm timeout high", func(c *Config) { c.LLM.RequestTimeoutSeconds = MaxLLMRequestTimeoutSeconds + 1 }, "llm.request_timeout_seconds", "between"},
 		{"output tokens zero", func(c *Config) { c.LLM.MaxOutputTokens = 0 }, "llm.max_output_tokens", "between"},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lisabot/lisa/actors/app"
 	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/persistence"
@@ -122,12 +123,16 @@ type harness struct {
 	sys    *app.System
 	sender *fakeSender
 	// send, when set, replaces sender as the room's homeserver.
-	send     room.Sender
-	settle   time.Duration
-	invoker  *fakeInvoker
-	rooms    []string
-	maxConc  int
-	snapshot int
+	send   room.Sender
+	settle time.Duration
+	// lateStore and recheck are the rooms' Policy.LateStoreWindow and
+	// RecheckEvery; link, when set, is the /sync source.
+	lateStore, recheck time.Duration
+	link               *fakeLink
+	invoker            *fakeInvoker
+	rooms              []string
+	maxConc            int
+	snapshot           int
 }
 
 func newHarness(t *testing.T, roomIDs ...string) *harness {
@@ -155,8 +160,8 @@ func (h *harness) start() {
 			MaxAttempts: 3,
 			RetryBase:   10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 			SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
-			SettleDelay: h.settle,
-			ErrorReply:  func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
+			SettleDelay: h.settle, LateStoreWindow: h.lateStore, RecheckEvery: h.recheck,
+			ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: h.roomSender(),
 		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,
@@ -164,6 +169,7 @@ func (h *harness) start() {
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
 		RoomOptions: []actor.PropsOption{actor.WithReceiverMiddleware(crashOn)},
 		Clock:       app.RealClock{}, Logger: log,
+		Sync: h.syncConfig(),
 	})
 	if _, err := sys.Start(tree); err != nil {
 		t.Fatal(err)
@@ -260,4 +266,37 @@ func (h *harness) answered(id string, n uint64) func() bool {
 func (h *harness) restarts(id string) int64 {
 	st, _ := h.sys.Registry.Get(h.sys.Actors, "app/rooms/"+id)
 	return st.Restarts
+}
+
+// fakeLink is a /sync source whose homeserver is up (empty batches every
+// few milliseconds) or down (every request fails), as the test says.
+type fakeLink struct {
+	down     atomic.Bool
+	n, fails atomic.Int64
+}
+
+func (l *fakeLink) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.SyncBatch, error) {
+	t := time.NewTimer(20 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	if l.down.Load() {
+		l.fails.Add(1)
+		return nil, &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "connection refused"}
+	}
+	return &messages.SyncBatch{Cursor: &roompb.SyncCursor{NextBatch: fmt.Sprintf("s%d", l.n.Add(1)), BaselineDone: true}}, nil
+}
+
+func (h *harness) syncConfig() *app.SyncConfig {
+	if h.link == nil {
+		return nil
+	}
+	return &app.SyncConfig{
+		Source: h.link, Ledger: h.store, Watchdog: 5 * time.Second,
+		Backoff: syncer.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
+		Jitter:  func() float64 { return 0 },
+	}
 }

@@ -20,6 +20,9 @@ type lateSender struct {
 	stored  map[string]int // txn -> replies in the room
 	pending []string
 	lookups int
+	// onFirstSend, if set, runs while the first send is failing (the
+	// homeserver going down with it).
+	onFirstSend func()
 }
 
 func (s *lateSender) SendReply(_ context.Context, _, txn string, _ []byte) (string, error) {
@@ -27,6 +30,9 @@ func (s *lateSender) SendReply(_ context.Context, _, txn string, _ []byte) (stri
 	defer s.mu.Unlock()
 	s.sends++
 	if s.sends == 1 {
+		if s.onFirstSend != nil {
+			s.onFirstSend()
+		}
 		s.pending = append(s.pending, txn)
 		return "", &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "connection reset", Ambiguous: true}
 	}
@@ -52,6 +58,12 @@ func (s *lateSender) finish() {
 		s.stored[txn]++
 	}
 	s.pending = nil
+}
+
+func (s *lateSender) sent() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sends
 }
 
 func (s *lateSender) counts() (lookups, replies int) {
@@ -95,6 +107,61 @@ func TestLateStoredSendIsNotRepeated(t *testing.T) {
 			}
 			if c.settle > 0 && lookups < 2 {
 				t.Fatalf("found after %d lookups: the settled second lookup never ran", lookups)
+			}
+		})
+	}
+}
+
+// TestHeldWhileHomeserverMayHaveRestarted: a send fails in doubt while the
+// /sync link fails too (the homeserver restarting). Dendrite may then
+// store the send minutes later, after the settling delay: the reply is
+// held for the late-store window and found, not sent twice. With the link
+// up throughout, the same failure is not held.
+func TestHeldWhileHomeserverMayHaveRestarted(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		window      time.Duration
+		linkFails   bool
+		lateStore   bool
+		wantReplies int
+	}{
+		{"link failed: held until the late store", time.Hour, true, true, 1},
+		// The hazard the hold closes: the settled miss is trusted and
+		// the late store becomes a second reply.
+		{"hazard without a window", 0, true, true, 2},
+		// A held reply would never be answered within the test's
+		// deadline: with a healthy link the settled miss is trusted.
+		{"link up: not held", time.Hour, false, false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hs := &lateSender{stored: map[string]int{}}
+			h := newHarness(t, roomA)
+			h.link = &fakeLink{}
+			h.send, h.settle, h.lateStore, h.recheck = hs, 100*time.Millisecond, c.window, 50*time.Millisecond
+			if c.linkFails {
+				hs.onFirstSend = func() { h.link.down.Store(true) }
+			}
+			h.start()
+			h.waitFor("link up", func() bool { return h.link.n.Load() > 0 })
+			h.enqueue(roomA, "$a1")
+			h.waitFor("first lookup", func() bool { n, _ := hs.counts(); return n >= 1 })
+			if c.linkFails {
+				h.waitFor("a failed /sync", func() bool { return h.link.fails.Load() > 0 })
+			}
+			h.link.down.Store(false)
+			if c.lateStore {
+				// Well past the settling delay: several lookups
+				// missed, or the reply was sent again.
+				h.waitFor("lookups past the settle", func() bool {
+					n, _ := hs.counts()
+					return n >= 5 || hs.sent() >= 2
+				})
+				hs.finish()
+			}
+			h.waitFor("answered", h.answered(roomA, 1))
+			lookups, replies := hs.counts()
+			if replies != c.wantReplies {
+				t.Fatalf("%d replies in the room after %d lookups, want %d", replies, lookups, c.wantReplies)
 			}
 		})
 	}

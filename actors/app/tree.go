@@ -110,10 +110,16 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		children = append(children, Child{Name: "tools", Props: tools.Props(cfg.ToolWorkers, cfg.Logger, s.Options()...)})
 	}
 	if cfg.Sync != nil {
+		// Every /sync outcome tells the rooms whether the homeserver may
+		// have restarted (room.Flights.SyncOutcome).
+		observe := flights.SyncOutcome
+		if o := cfg.Sync.Observer; o != nil {
+			observe = func(ok bool) { o(ok); flights.SyncOutcome(ok) }
+		}
 		children = append(children, Child{Name: "sync", Props: syncer.Props(syncer.Config{
 			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
 			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff, Jitter: cfg.Sync.Jitter,
-			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: cfg.Sync.Observer,
+			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: observe,
 		}, s.Options()...)})
 	}
 	return Props(children, 5, time.Minute, cfg.OnLost, s.Options()...)

@@ -282,23 +282,25 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		}
 		r.child = child
 	case SendReply:
-		done := r.cfg.Flights.begin(room)
+		end := r.cfg.Flights.begin(room)
 		obs := r.cfg.Observer
 		go func() {
-			defer done()
-			if obs != nil {
-				start := time.Now()
-				defer func() { obs.Phase("send", time.Since(start)) }()
-			}
+			start := time.Now()
 			sendCtx, cancel := context.WithTimeout(context.Background(), r.cfg.SendTimeout)
-			defer cancel()
 			id, err := r.cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
+			cancel()
 			done := SendDone{EventID: e.EventID, ReplyEventID: id}
 			if err != nil {
 				le := asError(err)
 				done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
 				r.cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
 					"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)
+			}
+			// The flight ends before the room hears of it, so a lookup
+			// never overlaps the send.
+			done.LateStoreFrom = end(done.Ambiguous)
+			if obs != nil {
+				obs.Phase("send", time.Since(start))
 			}
 			sys.Root.Send(self, &effectDone{gen: gen, in: done})
 		}()
@@ -313,7 +315,9 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 			}
 			quiet, lookedAt := r.cfg.Flights.quietSince(room), r.cfg.Clock.Now()
 			id, found, err := r.cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
-			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet}
+			// Read after the lookup: a restart while it ran counts.
+			late := r.cfg.Flights.lateStoreFrom(room)
+			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet, LateStoreFrom: late}
 			var code messages.Code
 			if err != nil {
 				r.cfg.Flights.lookupFailed(room)
@@ -399,8 +403,8 @@ func Digest(s *State) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "next=%d answered=%d failed=%d abandoned=%d duplicates=%d\n", s.NextIndex, s.Answered, s.FailedAttempts, s.Abandoned, s.Duplicates)
 	for _, inv := range s.Queue {
-		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d\n",
-			inv.EventID(), inv.Attempts, inv.Ready, inv.IsError, inv.TxnID, inv.LastCode, len(inv.Content))
+		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d held_until_ms=%d\n",
+			inv.EventID(), inv.Attempts, inv.Ready, inv.IsError, inv.TxnID, inv.LastCode, len(inv.Content), inv.HeldUntilMs)
 	}
 	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
 	return b.String()

@@ -7,10 +7,12 @@ import (
 )
 
 // Flights tracks each room's send in flight across incarnations of the
-// room actor, and when each room last went quiet. A restarted room must
-// not look a reply up (and perhaps send it again) while its predecessor's
-// request may still be reaching the homeserver: Reconcile waits for that
-// request to end first, and trusts a miss only SettleDelay after it ended.
+// room actor, when each room last went quiet, and whether the homeserver
+// may have restarted since. A restarted room must not look a reply up (and
+// perhaps send it again) while its predecessor's request may still be
+// reaching the homeserver: Reconcile waits for that request to end first,
+// and trusts a miss only SettleDelay after it ended, or LateStoreWindow
+// after it if the homeserver may have restarted meanwhile.
 type Flights struct {
 	now   func() time.Time
 	start time.Time
@@ -18,29 +20,64 @@ type Flights struct {
 	mu    sync.Mutex
 	m     map[string]chan struct{}
 	quiet map[string]time.Time // room -> end of its last send or failed lookup
+	sends map[string]span      // room -> its last send in this process
+	// linkDown is set from the process's start, and from a failed /sync,
+	// until a /sync succeeds; troubleAt is when the link last recovered
+	// or failed. A /sync request is always outstanding, so a homeserver
+	// restart fails one: while no /sync failed since a moment, the
+	// homeserver has not restarted since.
+	linkDown  bool
+	troubleAt time.Time
 }
+
+// span is one send: when it began and ended (zero while in flight).
+type span struct{ began, ended time.Time }
 
 // NewFlights returns an empty tracker, shared by all rooms of one process;
 // now is the clock, and the tracker's creation stands for the process's
 // start (requests of earlier processes ended before it).
 func NewFlights(now func() time.Time) *Flights {
-	return &Flights{now: now, start: now(), m: map[string]chan struct{}{}, quiet: map[string]time.Time{}}
+	t := now()
+	return &Flights{now: now, start: t, m: map[string]chan struct{}{},
+		quiet: map[string]time.Time{}, sends: map[string]span{},
+		linkDown: true, troubleAt: t}
 }
 
-// begin records a send in room; the returned function ends it.
-func (f *Flights) begin(room string) func() {
+// SyncOutcome records the outcome of one /sync request; wire it to the
+// sync actor's observer.
+func (f *Flights) SyncOutcome(ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !ok || f.linkDown {
+		f.linkDown, f.troubleAt = !ok, f.now()
+	}
+}
+
+// begin records a send in room; the returned function ends it and
+// returns when the homeserver may store it late from (see
+// SendDone.LateStoreFrom).
+func (f *Flights) begin(room string) func(ambiguous bool) time.Time {
 	ch := make(chan struct{})
 	f.mu.Lock()
 	f.m[room] = ch
+	began := f.now()
+	f.sends[room] = span{began: began}
 	f.mu.Unlock()
-	return func() {
+	return func(ambiguous bool) time.Time {
 		f.mu.Lock()
 		if f.m[room] == ch {
 			delete(f.m, room)
 		}
-		f.quiet[room] = f.now()
+		now := f.now()
+		f.quiet[room] = now
+		f.sends[room] = span{began: began, ended: now}
+		var late time.Time
+		if ambiguous {
+			late = f.lateFromLocked(room)
+		}
 		f.mu.Unlock()
 		close(ch)
+		return late
 	}
 }
 
@@ -61,6 +98,26 @@ func (f *Flights) quietSince(room string) time.Time {
 		return q
 	}
 	return f.start
+}
+
+// lateStoreFrom returns when room's last send in this process ended if
+// the homeserver may have restarted since it began, else zero (see
+// ReconcileDone.LateStoreFrom).
+func (f *Flights) lateStoreFrom(room string) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lateFromLocked(room)
+}
+
+func (f *Flights) lateFromLocked(room string) time.Time {
+	s, ok := f.sends[room]
+	if !ok || s.ended.IsZero() {
+		return time.Time{}
+	}
+	if f.linkDown || !f.troubleAt.Before(s.began) {
+		return s.ended
+	}
+	return time.Time{}
 }
 
 // wait blocks until room has no send in flight or ctx ends.

@@ -18,7 +18,7 @@ func TestFlightsQuietSince(t *testing.T) {
 	now = now.Add(10 * time.Second)
 	done := f.begin("!a:hs")
 	now = now.Add(3 * time.Second)
-	done()
+	done(false)
 	if got, want := f.quietSince("!a:hs"), start.Add(13*time.Second); !got.Equal(want) {
 		t.Fatalf("after a send: %v, want its end %v", got, want)
 	}
@@ -29,5 +29,65 @@ func TestFlightsQuietSince(t *testing.T) {
 	f.lookupFailed("!a:hs")
 	if got, want := f.quietSince("!a:hs"), start.Add(73*time.Second); !got.Equal(want) {
 		t.Fatalf("after a failed lookup: %v, want %v", got, want)
+	}
+}
+
+// TestFlightsLateStoreFrom: a send may be stored late only if the /sync
+// link failed (or was not up yet) at some point since the send began.
+func TestFlightsLateStoreFrom(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	tick := func(d time.Duration) { now = now.Add(d) }
+	f := NewFlights(func() time.Time { return now })
+	const room = "!a:hs"
+	if got := f.lateStoreFrom(room); !got.IsZero() {
+		t.Fatalf("no send yet: %v", got)
+	}
+
+	// Before the first /sync succeeded nothing is known: hold.
+	end := f.begin(room)
+	tick(time.Second)
+	if got := end(true); !got.Equal(now) {
+		t.Fatalf("send before the link was up: late store from %v, want its end %v", got, now)
+	}
+
+	// The link is up and stays up: a failed send cannot be stored late.
+	tick(time.Second)
+	f.SyncOutcome(true)
+	tick(time.Second)
+	end = f.begin(room)
+	tick(time.Second)
+	f.SyncOutcome(true)
+	if got := end(true); !got.IsZero() {
+		t.Fatalf("link up throughout: %v, want none", got)
+	}
+	if got := f.lateStoreFrom(room); !got.IsZero() {
+		t.Fatalf("lookup with the link up throughout: %v, want none", got)
+	}
+
+	// A /sync fails after the send ended: the homeserver may have
+	// restarted holding it; the lookup sees it even after recovery.
+	ended := now
+	tick(2 * time.Second)
+	f.SyncOutcome(false)
+	tick(2 * time.Second)
+	f.SyncOutcome(true)
+	if got := f.lateStoreFrom(room); !got.Equal(ended) {
+		t.Fatalf("link failed after the send: %v, want the send's end %v", got, ended)
+	}
+
+	// A later send that began after the recovery is clean again; one
+	// that was not ambiguous is never held.
+	tick(time.Second)
+	end = f.begin(room)
+	tick(time.Second)
+	f.SyncOutcome(false)
+	if got := end(false); !got.IsZero() {
+		t.Fatalf("unambiguous failure: %v, want none", got)
+	}
+	if got := f.lateStoreFrom(room); !got.Equal(now) {
+		t.Fatalf("lookup while the link is down: %v, want the send's end %v", got, now)
+	}
+	if got := f.lateStoreFrom("!other:hs"); !got.IsZero() {
+		t.Fatalf("a room without sends: %v", got)
 	}
 }

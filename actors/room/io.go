@@ -47,6 +47,9 @@ type SendDone struct {
 	Err          *messages.Error
 	Ambiguous    bool
 	RetryAfter   time.Duration
+	// LateStoreFrom: see ReconcileDone.LateStoreFrom (set only for
+	// ambiguous failures).
+	LateStoreFrom time.Time
 }
 
 // ReconcileDone is the outcome of looking a reply up on the homeserver.
@@ -65,6 +68,11 @@ type ReconcileDone struct {
 	// have restarted with requests queued). A miss counts only if the
 	// lookup began Policy.SettleDelay after it.
 	QuietSince time.Time
+	// LateStoreFrom is set when the homeserver may have restarted since
+	// the room's last send in this process began (a /sync failed): that
+	// send may then be stored up to Policy.LateStoreWindow after it
+	// ended, which LateStoreFrom is. Zero otherwise.
+	LateStoreFrom time.Time
 }
 
 // ResendDue: the delay before the next send or lookup has passed.
@@ -151,6 +159,8 @@ func Describe(v any) string {
 		return fmt.Sprintf("InvocationFailed %s attempt=%d code=%s permanent=%v", v.GetEventId(), v.GetAttempt(), v.GetCode(), v.GetPermanent())
 	case *roompb.ReplyReady:
 		return fmt.Sprintf("ReplyReady %s txn=%s error=%v bytes=%d", v.GetEventId(), v.GetTxnId(), v.GetIsError(), len(v.GetContent()))
+	case *roompb.ReplyHeld:
+		return fmt.Sprintf("ReplyHeld %s until=%d", v.GetEventId(), v.GetUntilMs())
 	case *roompb.ReplySent:
 		return fmt.Sprintf("ReplySent %s reply=%s reconciled=%v", v.GetEventId(), v.GetReplyEventId(), v.GetReconciled())
 	case *roompb.ReplyAbandoned:

@@ -37,6 +37,21 @@ type Policy struct {
 	// once the first request finished, so an early miss proves nothing.
 	// Zero trusts any miss.
 	SettleDelay time.Duration
+	// LateStoreWindow is how long after a send ended a homeserver that
+	// restarted meanwhile may still store it. Dendrite queues a send
+	// durably before processing it; a restart that cuts the processing
+	// short leaves the send to be redelivered after the queue's
+	// acknowledgement timeout (5 min 10 s), after later events, with its
+	// transaction ID forgotten. When a send failed in doubt and the
+	// homeserver may have restarted since it began (see
+	// ReconcileDone.LateStoreFrom), the reply is held (ReplyHeld, durable)
+	// and a lookup that misses it counts only after the hold. Zero
+	// disables holds.
+	LateStoreWindow time.Duration
+	// RecheckEvery is how often a reply in doubt is looked up again while
+	// it waits for SettleDelay or LateStoreWindow: a late store found
+	// meanwhile ends the wait. Zero looks only when the wait is over.
+	RecheckEvery time.Duration
 	// ErrorReply renders the persona's in-character error as the exact
 	// content of a reply to eventID. It must be deterministic.
 	ErrorReply func(roomID, eventID string) []byte
@@ -195,6 +210,9 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 			// The request may have reached the server: look before
 			// sending again.
 			m.unsure = in.Ambiguous
+			if in.Ambiguous {
+				m.holdUntil(&out, head, in.LateStoreFrom)
+			}
 			m.sendFailures++
 			m.phase = sendWait
 			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
@@ -215,14 +233,22 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 			m.unsure, m.sendFailures = false, 0
 			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms, Reconciled: true})
 			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
-		case in.LookedAt.Before(in.QuietSince.Add(m.policy.SettleDelay)):
-			// Not there yet, but a request the homeserver is still
-			// processing would not be either: look again once it has
-			// had SettleDelay to finish.
-			m.phase = sendWait
-			out.effect(Schedule{After: in.QuietSince.Add(m.policy.SettleDelay).Sub(in.LookedAt), Input: ResendDue{EventID: in.EventID}})
 		default:
-			m.unsure = false
+			due := m.missCountsFrom(&out, head, in)
+			if !in.LookedAt.Before(due) {
+				m.unsure = false
+				break
+			}
+			// Not there yet, but a send the homeserver is still
+			// processing, or will process again after a restart, would
+			// not be either: look again, and trust a miss only once
+			// every send had time to be stored.
+			m.phase = sendWait
+			wait := due.Sub(in.LookedAt)
+			if r := m.policy.RecheckEvery; r > 0 && r < wait {
+				wait = r
+			}
+			out.effect(Schedule{After: wait, Input: ResendDue{EventID: in.EventID}})
 		}
 	case ResendDue:
 		if m.phase == sendWait && head != nil && head.EventID() == in.EventID {
@@ -278,8 +304,6 @@ func (m *Machine) Pump(now time.Time) Output {
 	return out
 }
 
-// errorReply prepares the persona's error as the reply. Its transaction ID
-// differs from the answer's, so a refused answer cannot shadow it.
 // deadline is when the head invocation must be done: its first attempt's
 // start (now, for the first attempt) plus the invocation timeout. Zero
 // means none.
@@ -302,6 +326,9 @@ func (m *Machine) expired(head *Invocation, now time.Time) bool {
 	return !now.Before(time.UnixMilli(head.FirstStartedAtMs).Add(m.policy.InvocationTimeout))
 }
 
+// errorReply prepares the persona's error as the reply, not sent yet. Its
+// transaction ID differs from the answer's, so a refused answer cannot
+// shadow it.
 func (m *Machine) errorReply(head *Invocation, ms int64) *roompb.ReplyReady {
 	return &roompb.ReplyReady{
 		EventId:   head.EventID(),
@@ -310,6 +337,32 @@ func (m *Machine) errorReply(head *Invocation, ms int64) *roompb.ReplyReady {
 		IsError:   true,
 		ReadyAtMs: ms,
 	}
+}
+
+// missCountsFrom is the earliest moment a lookup that misses the head's
+// reply proves it was never stored: SettleDelay after the room went quiet,
+// and not before the reply's hold ends. It extends the hold first if in
+// says the homeserver may have restarted since the last send.
+func (m *Machine) missCountsFrom(out *Output, head *Invocation, in ReconcileDone) time.Time {
+	at := in.QuietSince.Add(m.policy.SettleDelay)
+	if h := m.holdUntil(out, head, in.LateStoreFrom); h.After(at) {
+		at = h
+	}
+	return at
+}
+
+// holdUntil returns when the head's reply may be sent again at the
+// earliest, after emitting a ReplyHeld that extends its hold to
+// LateStoreWindow after lateFrom (zero: no new hold) if that is later.
+func (m *Machine) holdUntil(out *Output, head *Invocation, lateFrom time.Time) time.Time {
+	until := head.HeldUntilMs
+	if m.policy.LateStoreWindow > 0 && !lateFrom.IsZero() {
+		if u := lateFrom.Add(m.policy.LateStoreWindow).UnixMilli(); u > until {
+			out.event(&roompb.ReplyHeld{EventId: head.EventID(), UntilMs: u})
+			until = u
+		}
+	}
+	return time.UnixMilli(until)
 }
 
 func (m *Machine) sendDelay(retryAfter time.Duration) time.Duration {

@@ -31,13 +31,16 @@ func testPolicy() Policy {
 // and the journal.
 type driver struct {
 	m       *Machine
+	policy  Policy
 	journal []proto.Message
 	now     time.Time
 	out     strings.Builder
 }
 
-func newDriver() *driver {
-	return &driver{m: NewMachine(testPolicy()), now: time.UnixMilli(1_700_000_000_000)}
+func newDriver() *driver { return newDriverWith(testPolicy()) }
+
+func newDriverWith(p Policy) *driver {
+	return &driver{m: NewMachine(p), policy: p, now: time.UnixMilli(1_700_000_000_000)}
 }
 
 func (d *driver) feed(t *testing.T, in Input) {
@@ -66,7 +69,7 @@ func (d *driver) feed(t *testing.T, in Input) {
 // crash simulates a process kill: a new machine replays the journal.
 func (d *driver) crash(t *testing.T) {
 	t.Helper()
-	fresh := NewMachine(testPolicy())
+	fresh := NewMachine(d.policy)
 	for _, ev := range d.journal {
 		if err := fresh.Apply(ev); err != nil {
 			t.Fatal(err)
@@ -213,9 +216,52 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{}`)})
 		},
 	}
+	// Dendrite's late stores: a send cut short by a homeserver restart is
+	// stored minutes later, so a reply whose send failed while the
+	// homeserver may have restarted is held for LateStoreWindow.
+	lateStore := testPolicy()
+	lateStore.LateStoreWindow, lateStore.RecheckEvery = 5*time.Minute+30*time.Second, 15*time.Second
+	policies := map[string]Policy{"late_store_hold": lateStore}
+	scenarios["late_store_hold"] = func(t *testing.T, d *driver) {
+		d.feed(t, cands("$a"))
+		d.feed(t, SlotGranted{})
+		d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+		sendEnded := d.now
+		// The /sync link failed during the send: held, durably.
+		d.feed(t, SendDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}, Ambiguous: true, LateStoreFrom: sendEnded})
+		d.feed(t, ResendDue{EventID: "$a"})
+		// Settled, but held: look again every RecheckEvery.
+		d.feed(t, ReconcileDone{EventID: "$a", LookedAt: sendEnded.Add(time.Minute), QuietSince: sendEnded})
+		// Lisa dies; the new process knows nothing of the link, but the
+		// journal keeps the hold.
+		d.crash(t)
+		d.feed(t, Recovered{})
+		start := sendEnded.Add(2 * time.Minute)
+		d.feed(t, ReconcileDone{EventID: "$a", LookedAt: start.Add(10 * time.Second), QuietSince: start})
+		d.feed(t, ResendDue{EventID: "$a"})
+		// A miss once the hold is over is trusted.
+		d.now = sendEnded.Add(5*time.Minute + 30*time.Second)
+		d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now, QuietSince: start})
+		// This send fails in doubt with the link up: no new hold, only
+		// the settling delay...
+		second := d.now
+		d.feed(t, SendDone{EventID: "$a", Err: &messages.Error{Code: messages.CodeMatrixUnavailable}, Ambiguous: true})
+		d.feed(t, ResendDue{EventID: "$a"})
+		d.feed(t, ReconcileDone{EventID: "$a", LookedAt: second.Add(2 * time.Second), QuietSince: second})
+		d.feed(t, ResendDue{EventID: "$a"})
+		// ...until a /sync fails before the next lookup ends: held again.
+		d.feed(t, ReconcileDone{EventID: "$a", LookedAt: second.Add(6 * time.Second), QuietSince: second, LateStoreFrom: second})
+		d.feed(t, ResendDue{EventID: "$a"})
+		// The homeserver stored it late after all: found, never sent a
+		// third time.
+		d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra", LookedAt: second.Add(3 * time.Minute), QuietSince: second})
+	}
 	for name, run := range scenarios {
 		t.Run(name, func(t *testing.T) {
 			d := newDriver()
+			if p, ok := policies[name]; ok {
+				d = newDriverWith(p)
+			}
 			run(t, d)
 			// The journal alone reproduces the live state, and so does a
 			// snapshot of it.
@@ -358,4 +404,47 @@ func TestRoomFromName(t *testing.T) {
 		}()
 		roomFromName(&actor.PID{Id: "!abc:hs"}, nil)
 	}()
+}
+
+func TestMissCountsFrom(t *testing.T) {
+	base := time.UnixMilli(1_700_000_000_000)
+	p := testPolicy()
+	p.LateStoreWindow = 5 * time.Minute
+	cases := []struct {
+		name     string
+		policy   Policy
+		held     time.Time // zero: not held
+		in       ReconcileDone
+		want     time.Time
+		wantHeld bool // a ReplyHeld is emitted
+	}{
+		{"settle only", p, time.Time{},
+			ReconcileDone{QuietSince: base}, base.Add(5 * time.Second), false},
+		{"link failed since the send: hold from its end", p, time.Time{},
+			ReconcileDone{QuietSince: base, LateStoreFrom: base.Add(-time.Second)}, base.Add(4*time.Minute + 59*time.Second), true},
+		{"durable hold outlives the process", p, base.Add(3 * time.Minute),
+			ReconcileDone{QuietSince: base.Add(time.Minute)}, base.Add(3 * time.Minute), false},
+		{"settle later than the hold", p, base,
+			ReconcileDone{QuietSince: base.Add(time.Minute)}, base.Add(time.Minute + 5*time.Second), false},
+		{"an earlier hold is not shortened", p, base.Add(10 * time.Minute),
+			ReconcileDone{QuietSince: base, LateStoreFrom: base}, base.Add(10 * time.Minute), false},
+		{"holds disabled", testPolicy(), time.Time{},
+			ReconcileDone{QuietSince: base, LateStoreFrom: base}, base.Add(5 * time.Second), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMachine(tc.policy)
+			head := &Invocation{Candidate: &roompb.Candidate{EventId: "$a"}, Ready: true}
+			if !tc.held.IsZero() {
+				head.HeldUntilMs = tc.held.UnixMilli()
+			}
+			var out Output
+			if got := m.missCountsFrom(&out, head, tc.in); !got.Equal(tc.want) {
+				t.Fatalf("missCountsFrom = %s, want %s", got.Sub(base), tc.want.Sub(base))
+			}
+			if held := len(out.Events) == 1; held != tc.wantHeld || len(out.Events) > 1 {
+				t.Fatalf("events %v, want a hold: %v", out.Events, tc.wantHeld)
+			}
+		})
+	}
 }

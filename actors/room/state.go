@@ -23,11 +23,14 @@ type Invocation struct {
 	FirstStartedAtMs int64
 	// ReadyAtMs is when the reply was fixed (0: not yet).
 	ReadyAtMs int64
-	LastCode  string
-	Ready     bool
-	TxnID     string
-	Content   []byte
-	IsError   bool
+	// HeldUntilMs is when the reply may be sent again at the earliest
+	// (ReplyHeld; 0: not held).
+	HeldUntilMs int64
+	LastCode    string
+	Ready       bool
+	TxnID       string
+	Content     []byte
+	IsError     bool
 }
 
 // EventID returns the invoking event's ID.
@@ -126,6 +129,15 @@ func (s *State) Apply(ev proto.Message) error {
 		}
 		inv.Ready, inv.TxnID, inv.Content, inv.IsError = true, e.GetTxnId(), e.GetContent(), e.GetIsError()
 		inv.ReadyAtMs = e.GetReadyAtMs()
+	case *roompb.ReplyHeld:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		if !inv.Ready {
+			return fmt.Errorf("room: hold of %s before its reply was ready", e.GetEventId())
+		}
+		inv.HeldUntilMs = max(inv.HeldUntilMs, e.GetUntilMs())
 	case *roompb.ReplySent:
 		if err := s.finish(e.GetEventId()); err != nil {
 			return err
@@ -167,6 +179,7 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 
 			FirstStartedAtMs: inv.FirstStartedAtMs,
 			ReadyAtMs:        inv.ReadyAtMs,
+			HeldUntilMs:      inv.HeldUntilMs,
 		})
 	}
 	return snap
@@ -196,6 +209,7 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 
 			FirstStartedAtMs: inv.GetFirstStartedAtMs(),
 			ReadyAtMs:        inv.GetReadyAtMs(),
+			HeldUntilMs:      inv.GetHeldUntilMs(),
 		})
 	}
 	return s

@@ -47,7 +47,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks are test-only failpoints; nil in production.
 	Hooks *Hooks
-	// Observer, if set, is told the outcome of every request (metrics).
+	// Observer, if set, is told the outcome of every request (metrics, and
+	// whether the homeserver may have restarted); a request the watchdog
+	// replaced counts as failed.
 	Observer func(ok bool)
 }
 
@@ -122,6 +124,9 @@ func (s *syncActor) Receive(ctx actor.Context) {
 	case *watchdog:
 		if m.seq == s.fetchSeq && !s.stopping {
 			s.cfg.Logger.Warn("sync request made no progress; replacing it", "after_ms", s.cfg.Watchdog.Milliseconds())
+			if s.cfg.Observer != nil {
+				s.cfg.Observer(false)
+			}
 			s.reqStop()
 			s.failures++
 			s.fetch(ctx)

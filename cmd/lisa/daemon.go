@@ -62,6 +62,10 @@ const toolWorkers = 4
 // typingClearTimeout bounds the final "typing off" request.
 const typingClearTimeout = 5 * time.Second
 
+// sendTimeout bounds one reply send; a send in doubt reached the
+// homeserver by its start plus this, if at all.
+const sendTimeout = time.Minute
+
 // daemonDeps are the outside parts a daemon talks to.
 type daemonDeps struct {
 	session *matrix.Client
@@ -164,12 +168,17 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 			// docs/reliability.md): a reply is sent again only after
 			// two lookups this far apart both missed it.
 			SettleDelay: 5 * time.Second,
-			ErrorReply:  errorReply,
+			// A send cut short by a homeserver restart can be stored
+			// minutes later (Dendrite's queue redelivers it after
+			// 5 min 10 s): matrix.late_store_seconds.
+			LateStoreWindow: cfg.Matrix.LateStore(),
+			RecheckEvery:    15 * time.Second,
+			ErrorReply:      errorReply,
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
 		ToolWorkers:  toolWorkers,
-		SendTimeout:  time.Minute,
+		SendTimeout:  sendTimeout,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
 		Sync: &app.SyncConfig{

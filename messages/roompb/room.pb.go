@@ -536,6 +536,62 @@ func (x *ReplyReady) GetReadyAtMs() int64 {
 	return 0
 }
 
+// ReplyHeld: a send of the reply failed in doubt while the homeserver may
+// have restarted, so the homeserver may still store it late; the reply is
+// not sent again before until_ms (see room.Policy.LateStoreWindow), across
+// restarts of Lisa.
+type ReplyHeld struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	UntilMs       int64                  `protobuf:"varint,2,opt,name=until_ms,json=untilMs,proto3" json:"until_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyHeld) Reset() {
+	*x = ReplyHeld{}
+	mi := &file_room_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyHeld) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyHeld) ProtoMessage() {}
+
+func (x *ReplyHeld) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyHeld.ProtoReflect.Descriptor instead.
+func (*ReplyHeld) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReplyHeld) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ReplyHeld) GetUntilMs() int64 {
+	if x != nil {
+		return x.UntilMs
+	}
+	return 0
+}
+
 // ReplySent: the homeserver accepted (or reconciliation found) the reply.
 type ReplySent struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -550,7 +606,7 @@ type ReplySent struct {
 
 func (x *ReplySent) Reset() {
 	*x = ReplySent{}
-	mi := &file_room_proto_msgTypes[7]
+	mi := &file_room_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +618,7 @@ func (x *ReplySent) String() string {
 func (*ReplySent) ProtoMessage() {}
 
 func (x *ReplySent) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[7]
+	mi := &file_room_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +631,7 @@ func (x *ReplySent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplySent.ProtoReflect.Descriptor instead.
 func (*ReplySent) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{7}
+	return file_room_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReplySent) GetEventId() string {
@@ -618,7 +674,7 @@ type ReplyAbandoned struct {
 
 func (x *ReplyAbandoned) Reset() {
 	*x = ReplyAbandoned{}
-	mi := &file_room_proto_msgTypes[8]
+	mi := &file_room_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +686,7 @@ func (x *ReplyAbandoned) String() string {
 func (*ReplyAbandoned) ProtoMessage() {}
 
 func (x *ReplyAbandoned) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[8]
+	mi := &file_room_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +699,7 @@ func (x *ReplyAbandoned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyAbandoned.ProtoReflect.Descriptor instead.
 func (*ReplyAbandoned) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{8}
+	return file_room_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplyAbandoned) GetEventId() string {
@@ -682,13 +738,15 @@ type Invocation struct {
 	// here across all attempts.
 	FirstStartedAtMs int64 `protobuf:"varint,9,opt,name=first_started_at_ms,json=firstStartedAtMs,proto3" json:"first_started_at_ms,omitempty"`
 	ReadyAtMs        int64 `protobuf:"varint,10,opt,name=ready_at_ms,json=readyAtMs,proto3" json:"ready_at_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The reply is not sent again before this (ReplyHeld; 0: not held).
+	HeldUntilMs   int64 `protobuf:"varint,11,opt,name=held_until_ms,json=heldUntilMs,proto3" json:"held_until_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_room_proto_msgTypes[9]
+	mi := &file_room_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +758,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[9]
+	mi := &file_room_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +771,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{9}
+	return file_room_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Invocation) GetCandidate() *Candidate {
@@ -786,6 +844,13 @@ func (x *Invocation) GetReadyAtMs() int64 {
 	return 0
 }
 
+func (x *Invocation) GetHeldUntilMs() int64 {
+	if x != nil {
+		return x.HeldUntilMs
+	}
+	return 0
+}
+
 // RoomSnapshot is the room state before the journal event at
 // next_event_index.
 type RoomSnapshot struct {
@@ -805,7 +870,7 @@ type RoomSnapshot struct {
 
 func (x *RoomSnapshot) Reset() {
 	*x = RoomSnapshot{}
-	mi := &file_room_proto_msgTypes[10]
+	mi := &file_room_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +882,7 @@ func (x *RoomSnapshot) String() string {
 func (*RoomSnapshot) ProtoMessage() {}
 
 func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[10]
+	mi := &file_room_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +895,7 @@ func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSnapshot.ProtoReflect.Descriptor instead.
 func (*RoomSnapshot) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{10}
+	return file_room_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RoomSnapshot) GetNextEventIndex() uint64 {
@@ -941,7 +1006,10 @@ const file_room_proto_rawDesc = "" +
 	"\x06txn_id\x18\x02 \x01(\tR\x05txnId\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\fR\acontent\x12\x19\n" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12\x1e\n" +
-	"\vready_at_ms\x18\x05 \x01(\x03R\treadyAtMs\"\x8a\x01\n" +
+	"\vready_at_ms\x18\x05 \x01(\x03R\treadyAtMs\"A\n" +
+	"\tReplyHeld\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x19\n" +
+	"\buntil_ms\x18\x02 \x01(\x03R\auntilMs\"\x8a\x01\n" +
 	"\tReplySent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12$\n" +
 	"\x0ereply_event_id\x18\x02 \x01(\tR\freplyEventId\x12\x1c\n" +
@@ -953,7 +1021,7 @@ const file_room_proto_rawDesc = "" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
-	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xcf\x02\n" +
+	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xf3\x02\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -967,7 +1035,8 @@ const file_room_proto_rawDesc = "" +
 	"\tlast_code\x18\b \x01(\tR\blastCode\x12-\n" +
 	"\x13first_started_at_ms\x18\t \x01(\x03R\x10firstStartedAtMs\x12\x1e\n" +
 	"\vready_at_ms\x18\n" +
-	" \x01(\x03R\treadyAtMs\"\xac\x02\n" +
+	" \x01(\x03R\treadyAtMs\x12\"\n" +
+	"\rheld_until_ms\x18\v \x01(\x03R\vheldUntilMs\"\xac\x02\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
@@ -992,7 +1061,7 @@ func file_room_proto_rawDescGZIP() []byte {
 	return file_room_proto_rawDescData
 }
 
-var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_room_proto_goTypes = []any{
 	(*Candidate)(nil),           // 0: lisa.room.v1.Candidate
 	(*SyncCursor)(nil),          // 1: lisa.room.v1.SyncCursor
@@ -1001,17 +1070,18 @@ var file_room_proto_goTypes = []any{
 	(*InvocationStarted)(nil),   // 4: lisa.room.v1.InvocationStarted
 	(*InvocationFailed)(nil),    // 5: lisa.room.v1.InvocationFailed
 	(*ReplyReady)(nil),          // 6: lisa.room.v1.ReplyReady
-	(*ReplySent)(nil),           // 7: lisa.room.v1.ReplySent
-	(*ReplyAbandoned)(nil),      // 8: lisa.room.v1.ReplyAbandoned
-	(*Invocation)(nil),          // 9: lisa.room.v1.Invocation
-	(*RoomSnapshot)(nil),        // 10: lisa.room.v1.RoomSnapshot
-	nil,                         // 11: lisa.room.v1.SyncCursor.LastEventIdsEntry
+	(*ReplyHeld)(nil),           // 7: lisa.room.v1.ReplyHeld
+	(*ReplySent)(nil),           // 8: lisa.room.v1.ReplySent
+	(*ReplyAbandoned)(nil),      // 9: lisa.room.v1.ReplyAbandoned
+	(*Invocation)(nil),          // 10: lisa.room.v1.Invocation
+	(*RoomSnapshot)(nil),        // 11: lisa.room.v1.RoomSnapshot
+	nil,                         // 12: lisa.room.v1.SyncCursor.LastEventIdsEntry
 }
 var file_room_proto_depIdxs = []int32{
-	11, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
+	12, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
 	0,  // 1: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 2: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
-	9,  // 3: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
+	10, // 3: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
 	4,  // [4:4] is the sub-list for method output_type
 	4,  // [4:4] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
@@ -1030,7 +1100,7 @@ func file_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_room_proto_rawDesc), len(file_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
