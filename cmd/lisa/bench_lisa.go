@@ -98,8 +98,8 @@ type sendClock struct {
 	*arrivals
 }
 
-func newSendClock() *sendClock {
-	return &sendClock{next: http.DefaultTransport, arrivals: newArrivals(nil)}
+func newSendClock(next http.RoundTripper) *sendClock {
+	return &sendClock{next: next, arrivals: newArrivals(nil)}
 }
 
 func (c *sendClock) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -178,8 +178,8 @@ max_concurrent_rooms = %d
 		return nil, fmt.Errorf("bench configuration: %w", err)
 	}
 	log := logging.New(logOut, res.Config.Runtime.SlogLevel(), res.Secrets())
-	clock := newSendClock()
-	session, err := matrix.Connect(ctx, hs.url, hs.user, hs.device, res.MatrixAccessToken.Reveal(), &http.Client{Transport: clock})
+	clock := newSendClock(matrixTransport(res.Config.Runtime)) // the pool `lisa run` uses
+	session, err := matrix.Connect(ctx, hs.url, hs.user, hs.device, res.MatrixAccessToken.Reveal(), &http.Client{Timeout: matrixClientTimeout, Transport: clock})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -438,5 +439,7 @@ func llmClient(cfg config.Config, key string, met *metrics.Metrics) *llm.Client 
 		BaseURL: cfg.LLM.BaseURL, APIKey: key, Model: cfg.LLM.Model,
 		MaxOutputTokens: cfg.LLM.MaxOutputTokens, Temperature: float32(cfg.LLM.Temperature),
 		Timeout: cfg.LLM.RequestTimeout(), MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
+		// One request per room with an active invocation.
+		HTTPClient: &http.Client{Timeout: cfg.LLM.RequestTimeout(), Transport: pooledTransport(cfg.Runtime.MaxConcurrentRooms + 2)},
 	})
 }

@@ -153,7 +153,7 @@ log_level = "warn"
 	level := res.Config.Runtime.SlogLevel()
 	log := logging.New(c.stderr, level, append(res.Secrets(), humanAcc.AccessToken))
 
-	session, err := matrix.Connect(ctx, res.Config.Matrix.HomeserverURL, res.Config.Matrix.UserID, res.Config.Matrix.DeviceID, res.MatrixAccessToken.Reveal(), nil)
+	session, err := matrix.Connect(ctx, res.Config.Matrix.HomeserverURL, res.Config.Matrix.UserID, res.Config.Matrix.DeviceID, res.MatrixAccessToken.Reveal(), matrixHTTPClient(res.Config.Runtime))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -52,7 +53,7 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		log.Info("pandoc found", "version", v)
 	}
 	m := res.Config.Matrix
-	session, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), log, time.After)
+	session, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), matrixHTTPClient(res.Config.Runtime), log, time.After)
 	if err != nil {
 		log.Error("cannot start: Matrix session check failed", "err", err.Error())
 		return exitFailure
@@ -102,10 +103,10 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 // overloaded or rate limiting, it waits and tries again (until ctx ends):
 // a daemon started before its homeserver must not give up. A wrong token,
 // user or device is final.
-func connect(ctx context.Context, m config.MatrixConfig, token string, log *slog.Logger, after func(time.Duration) <-chan time.Time) (*matrix.Client, error) {
+func connect(ctx context.Context, m config.MatrixConfig, token string, hc *http.Client, log *slog.Logger, after func(time.Duration) <-chan time.Time) (*matrix.Client, error) {
 	delay := time.Second
 	for {
-		session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, token, nil)
+		session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, token, hc)
 		var le *messages.Error
 		if err == nil || !errors.As(err, &le) || (le.Code != messages.CodeMatrixUnavailable && le.Code != messages.CodeMatrixRateLimit) {
 			return session, err

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/lisabot/lisa/config"
+)
+
+// matrixClientTimeout bounds one homeserver request, /sync long-polls
+// included (at most 120 s plus 30 s of slack).
+const matrixClientTimeout = 180 * time.Second
+
+// pooledTransport returns a connection pool that keeps idlePerHost idle
+// keep-alive connections per host. Go's default keeps 2: Lisa has a /sync
+// long-poll, /context beside /joined_members, typing notices and the
+// sends of several rooms in flight at once, so with 2 most requests under
+// load would open a new connection (with a TLS handshake to a remote
+// homeserver) and close it again.
+func pooledTransport(idlePerHost int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = idlePerHost
+	t.MaxIdleConns = 2 * idlePerHost
+	return t
+}
+
+// matrixTransport is the pool for the homeserver: per room with an active
+// invocation up to four requests at once, plus /sync and a little room.
+func matrixTransport(rt config.RuntimeConfig) *http.Transport {
+	return pooledTransport(4*rt.MaxConcurrentRooms + 4)
+}
+
+// matrixHTTPClient is the HTTP client of Lisa's Matrix session.
+func matrixHTTPClient(rt config.RuntimeConfig) *http.Client {
+	return &http.Client{Timeout: matrixClientTimeout, Transport: matrixTransport(rt)}
+}
