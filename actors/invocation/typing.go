@@ -24,6 +24,10 @@ type TypingLease struct {
 	Refresh time.Duration
 	// ClearTimeout bounds the final "typing off" request.
 	ClearTimeout time.Duration
+	// Background, if set, lets Invoke return before typing is cleared:
+	// the clean-up runs beside the reply's send, counted in Background
+	// so shutdown still waits for it. Nil clears before returning.
+	Background *sync.WaitGroup
 }
 
 // WithTyping wraps inv so Lisa shows as typing while it works: on at the
@@ -51,7 +55,7 @@ func WithTyping(inv Invoker, t Typer, lease TypingLease, log *slog.Logger) Invok
 				}
 			}
 		}()
-		defer func() {
+		clear := func() {
 			stop()
 			wg.Wait()
 			clearCtx, cancel := context.WithTimeout(context.Background(), lease.ClearTimeout)
@@ -59,6 +63,19 @@ func WithTyping(inv Invoker, t Typer, lease TypingLease, log *slog.Logger) Invok
 			if err := t.SetTyping(clearCtx, room, false, 0); err != nil {
 				log.Debug("typing off failed", "room", messages.RoomID(room), "code", messages.ErrorCode(err))
 			}
+		}
+		defer func() {
+			if lease.Background == nil {
+				clear()
+				return
+			}
+			// Off the reply's path: the answer is handed back now and
+			// sent while typing is cleared.
+			lease.Background.Add(1)
+			go func() {
+				defer lease.Background.Done()
+				clear()
+			}()
 		}()
 		return inv.Invoke(ctx, c, attempt)
 	})

@@ -98,3 +98,44 @@ func TestTypingLeaseEveryExitPath(t *testing.T) {
 		}
 	})
 }
+
+// blockingOff holds every "typing off" until released.
+type blockingOff struct {
+	recTyper
+	release chan struct{}
+}
+
+func (b *blockingOff) SetTyping(ctx context.Context, room string, on bool, d time.Duration) error {
+	if !on {
+		<-b.release
+	}
+	return b.recTyper.SetTyping(ctx, room, on, d)
+}
+
+// TestTypingClearedInBackground: with Background set, the answer is handed
+// back while typing off is still on its way, and the wait group covers
+// the clean-up, so shutdown waits for it.
+func TestTypingClearedInBackground(t *testing.T) {
+	var bg sync.WaitGroup
+	typer := &blockingOff{release: make(chan struct{})}
+	lease := TypingLease{Timeout: time.Second, Refresh: time.Second, ClearTimeout: time.Second, Background: &bg}
+	inv := WithTyping(InvokerFunc(func(context.Context, *roompb.Candidate, uint32) ([]byte, error) {
+		return []byte("{}"), nil
+	}), typer, lease, slog.New(slog.DiscardHandler))
+	if _, err := inv.Invoke(context.Background(), &roompb.Candidate{RoomId: "!r:hs", EventId: "$e"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Invoke returned although "off" is blocked.
+	waited := make(chan struct{})
+	go func() { bg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("the wait group did not count the pending clean-up")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(typer.release)
+	<-waited
+	if calls := typer.snapshot(); len(calls) < 2 || !calls[0] || calls[len(calls)-1] {
+		t.Fatalf("typing calls = %v; want on first and off last", calls)
+	}
+}

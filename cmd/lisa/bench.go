@@ -241,6 +241,9 @@ func printBench(w io.Writer, r *benchReport) {
 		if f.StoreFloorMs > 0 {
 			fmt.Fprintf(w, "  %-42s %.2f× / %.2f× / %.2f×\n", "÷ store floor", l.r.P50Ms/f.StoreFloorMs, l.r.P95Ms/f.StoreFloorMs, l.r.P99Ms/f.StoreFloorMs)
 		}
+		if l.r.LisaP50Ms > 0 {
+			fmt.Fprintf(w, "  %-42s %.2f / %.2f ms = %.2f× / %.2f× floor\n", "p50 / p99 without the fake LLM's handling", l.r.LisaP50Ms, l.r.LisaP99Ms, l.r.LisaP50Ratio, l.r.LisaP99Ratio)
+		}
 		for _, sg := range l.r.Segments {
 			fmt.Fprintf(w, "    %-68s p50 %6.2f  p99 %6.2f ms\n", sg.Name, sg.P50Ms, sg.P99Ms)
 		}

@@ -61,13 +61,12 @@ type floorReport struct {
 //	bot-event record).
 //
 //	calls in series before the reply PUT: the /sync response, GET /context
-//	(GET /joined_members runs beside it), the LLM request, typing off
-//	(awaited before the reply is handed back), and the PUT itself. Typing
-//	on runs beside them.
+//	(GET /joined_members runs beside it), the LLM request, and the PUT
+//	itself. Typing on and typing off run beside them.
 const (
 	durableWritesOnPath        = 4
 	durableWritesPerInvocation = 8
-	callsOnPath                = 5
+	callsOnPath                = 4
 )
 
 // measureFloor measures fsync latency in dir and loopback HTTP RTT.

@@ -37,7 +37,15 @@ type latencyReport struct {
 	// (fake homeserver only): p50 and p99 of each segment in ms.
 	Segments []segmentStats `json:"segments,omitempty"`
 
-	samples []time.Duration
+	// LisaP50Ms and LisaP99Ms leave out the fake LLM's own handling of
+	// the request (an instant LLM takes no time; the fake needs some to
+	// parse the prompt), fake homeserver only.
+	LisaP50Ms    float64 `json:"lisa_p50_ms,omitempty"`
+	LisaP99Ms    float64 `json:"lisa_p99_ms,omitempty"`
+	LisaP50Ratio float64 `json:"lisa_p50_floor_ratio,omitempty"`
+	LisaP99Ratio float64 `json:"lisa_p99_floor_ratio,omitempty"`
+
+	samples, lisaSamples []time.Duration
 }
 
 // segmentStats is one part of the path between two observed requests.
@@ -48,18 +56,24 @@ type segmentStats struct {
 }
 
 // segmentNames name the parts of the path between the instants the fake
-// homeserver observes.
+// homeserver and the fake LLM observe.
 var segmentNames = []string{
 	"deliverable → /sync response written",
 	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync, queue, start)",
-	"→ typing off (context and members fetched side by side, context built, LLM, render)",
-	"typing off → reply PUT (ReplyReady, send)",
+	"→ LLM request arrives (context and members fetched side by side, context built, prompt encoded)",
+	"LLM request → its answer written (the fake LLM's own handling, not Lisa's)",
+	"LLM answer → reply PUT (answer decoded, rendered, ReplyReady, send)",
 }
 
-// tracer records, per room, when the fake homeserver saw each request.
+// llmSegment is the index of the fake LLM's own handling in segmentNames.
+const llmSegment = 3
+
+// tracer records, per room, when the fake homeserver saw each request,
+// and when the fake LLM received and answered each request.
 type tracer struct {
 	mu   sync.Mutex
 	seen map[string][]tracePoint
+	llm  []llmRound
 }
 
 type tracePoint struct {
@@ -67,43 +81,44 @@ type tracePoint struct {
 	at       time.Time
 }
 
+// llmRound is one chat completion as the fake LLM handled it.
+type llmRound struct{ arrived, answered time.Time }
+
 func (t *tracer) on(endpoint, room string, at time.Time) {
 	t.mu.Lock()
 	t.seen[room] = append(t.seen[room], tracePoint{endpoint, at})
 	t.mu.Unlock()
 }
 
-// take returns and forgets room's points.
-func (t *tracer) take(room string) []tracePoint {
+func (t *tracer) onLLM(arrived, answered time.Time) {
+	t.mu.Lock()
+	t.llm = append(t.llm, llmRound{arrived, answered})
+	t.mu.Unlock()
+}
+
+// take returns and forgets room's points and every LLM round so far (the
+// latency phase runs one invocation at a time).
+func (t *tracer) take(room string) ([]tracePoint, []llmRound) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	pts := t.seen[room]
+	pts, rounds := t.seen[room], t.llm
 	delete(t.seen, room)
-	return pts
+	t.llm = nil
+	return pts, rounds
 }
 
 // segments splits [t0, send] at the first /sync after t0, the first of
-// /context and /joined_members (Lisa sends both at once), and the last
-// typing request before the send; ok is false if one is missing.
-func segments(t0 time.Time, pts []tracePoint) ([]time.Duration, bool) {
+// /context and /joined_members (Lisa sends both at once), the arrival and
+// answer of the first LLM request after those, and the send; ok is false
+// if one is missing.
+func segments(t0 time.Time, pts []tracePoint, rounds []llmRound) ([]time.Duration, bool) {
 	first := map[string]time.Time{}
-	var typingOff, send time.Time
 	for _, p := range pts {
 		if p.at.Before(t0) {
 			continue
 		}
 		if _, ok := first[p.endpoint]; !ok {
 			first[p.endpoint] = p.at
-		}
-		switch p.endpoint {
-		case "typing":
-			if send.IsZero() {
-				typingOff = p.at
-			}
-		case "send":
-			if send.IsZero() {
-				send = p.at
-			}
 		}
 	}
 	ctxAt, membersAt := first["context"], first["joined_members"]
@@ -114,7 +129,14 @@ func segments(t0 time.Time, pts []tracePoint) ([]time.Duration, bool) {
 	if membersAt.Before(fetch) {
 		fetch = membersAt
 	}
-	marks := []time.Time{t0, first["sync"], fetch, typingOff, send}
+	var round llmRound
+	for _, r := range rounds {
+		if !r.arrived.Before(fetch) {
+			round = r
+			break
+		}
+	}
+	marks := []time.Time{t0, first["sync"], fetch, round.arrived, round.answered, first["send"]}
 	out := make([]time.Duration, 0, len(marks)-1)
 	for i := 1; i < len(marks); i++ {
 		if marks[i].IsZero() || marks[i].Before(marks[i-1]) {
@@ -128,8 +150,12 @@ func segments(t0 time.Time, pts []tracePoint) ([]time.Duration, bool) {
 func (l *latencyReport) finish(floorMs float64) {
 	l.N = len(l.samples)
 	l.P50Ms, l.P95Ms, l.P99Ms, l.MaxMs = pct(l.samples, 50), pct(l.samples, 95), pct(l.samples, 99), pct(l.samples, 100)
+	if len(l.lisaSamples) > 0 {
+		l.LisaP50Ms, l.LisaP99Ms = pct(l.lisaSamples, 50), pct(l.lisaSamples, 99)
+	}
 	if floorMs > 0 {
 		l.P50Ratio, l.P95Ratio, l.P99Ratio = l.P50Ms/floorMs, l.P95Ms/floorMs, l.P99Ms/floorMs
+		l.LisaP50Ratio, l.LisaP99Ratio = l.LisaP50Ms/floorMs, l.LisaP99Ms/floorMs
 	}
 }
 
@@ -177,12 +203,17 @@ type fakeStack struct {
 }
 
 // startFakeStack starts a fake homeserver with n rooms and the bench LLM.
-func startFakeStack(n int, prefix string, w *arrivals, onRequest func(endpoint, room string, at time.Time)) (*fakeStack, error) {
+func startFakeStack(n int, prefix string, w *arrivals, trace *tracer) (*fakeStack, error) {
+	var onRequest func(endpoint, room string, at time.Time)
+	var onLLM func(arrived, answered time.Time)
+	if trace != nil {
+		onRequest, onLLM = trace.on, trace.onLLM
+	}
 	hs, rooms, err := startFake(n, prefix, w, onRequest)
 	if err != nil {
 		return nil, err
 	}
-	llm, err := startBenchLLM()
+	llm, err := startBenchLLM(onLLM)
 	if err != nil {
 		hs.Close()
 		return nil, err
@@ -207,7 +238,7 @@ func (f *fakeStack) Close() {
 func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latencyReport, error) {
 	waiter := newArrivals(nil)
 	trace := &tracer{seen: map[string][]tracePoint{}}
-	stack, err := startFakeStack(max(1, o.latencyRooms), "lat", waiter, trace.on)
+	stack, err := startFakeStack(max(1, o.latencyRooms), "lat", waiter, trace)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +265,7 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 			cancel()
 			return nil, fmt.Errorf("waiting for Lisa's /sync: %w", err)
 		}
-		trace.take(room)
+		_, _ = trace.take(room)
 		evID, at, err := hs.Post(room, benchHuman, mention(benchBot, i))
 		if err != nil {
 			cancel()
@@ -250,10 +281,12 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 		}
 		if i >= o.warmup {
 			rep.samples = append(rep.samples, arrived.Sub(at))
-			if parts, ok := segments(at, trace.take(room)); ok {
+			pts, rounds := trace.take(room)
+			if parts, ok := segments(at, pts, rounds); ok {
 				for k, d := range parts {
 					segs[k] = append(segs[k], d)
 				}
+				rep.lisaSamples = append(rep.lisaSamples, arrived.Sub(at)-parts[llmSegment])
 			}
 		}
 		// Let Lisa take her own reply through /sync before the next one.
@@ -369,7 +402,7 @@ func benchDendriteLatency(ctx context.Context, work string, o benchOptions) (*la
 		return nil, fmt.Errorf("lisa joins: %w", matrix.Classify(err))
 	}
 	room := string(created.RoomID)
-	llm, err := startBenchLLM()
+	llm, err := startBenchLLM(nil)
 	if err != nil {
 		return nil, err
 	}

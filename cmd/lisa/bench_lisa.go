@@ -27,8 +27,12 @@ import (
 const benchAnswer = "Pong. This is the benchmark's **scripted** answer."
 
 // startBenchLLM starts the instant scripted LLM.
-func startBenchLLM() (*llmfake.Server, error) {
-	fake := llmfake.New(llmfake.WithModels("bench-model"), llmfake.WithDefault(llmfake.Answer(benchAnswer)))
+func startBenchLLM(trace func(arrived, answered time.Time)) (*llmfake.Server, error) {
+	opts := []llmfake.Option{llmfake.WithModels("bench-model"), llmfake.WithDefault(llmfake.Answer(benchAnswer))}
+	if trace != nil {
+		opts = append(opts, llmfake.WithTrace(trace))
+	}
+	fake := llmfake.New(opts...)
 	if err := fake.Listen(); err != nil {
 		return nil, err
 	}

@@ -136,9 +136,6 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		sender = deps.session
 	}
 	pool := tools.NewClient(sys.Root, sys.ToolsPID())
-	invoker := invocation.WithTyping(deps.invoker(pool, met), deps.session, invocation.TypingLease{
-		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
-	}, log)
 	source := matrix.NewSource(deps.session, matrix.SyncOptions{
 		Timeout:       cfg.Matrix.SyncTimeout(),
 		TimelineLimit: cfg.Matrix.SyncTimelineLimit,
@@ -147,6 +144,10 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
 	}, store, log, time.Now)
 	invocations := &sync.WaitGroup{}
+	invoker := invocation.WithTyping(deps.invoker(pool, met), deps.session, invocation.TypingLease{
+		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
+		Background: invocations, // shutdown waits for typing to be cleared
+	}, log)
 	stopping := &atomic.Bool{}
 	tree := sys.Tree(app.TreeConfig{
 		OnLost: func(child string) {

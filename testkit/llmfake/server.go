@@ -24,6 +24,7 @@ type Server struct {
 	models []string
 	def    Step
 	now    func() time.Time
+	trace  func(arrived, answered time.Time)
 
 	mu          sync.Mutex
 	script      []Step
@@ -42,6 +43,13 @@ type Server struct {
 
 // Option configures a [Server].
 type Option func(*Server)
+
+// WithTrace has fn called after every chat completion request with the
+// moment its handler began and the moment its answer was written, so a
+// benchmark can tell the fake's own time apart from its client's.
+func WithTrace(fn func(arrived, answered time.Time)) Option {
+	return func(s *Server) { s.trace = fn }
+}
 
 // WithAPIKey requires "Authorization: Bearer key" on every request; other
 // requests get 401 with an OpenAI-style error body. By default no key is
@@ -278,6 +286,9 @@ func (s *Server) authorized(r *http.Request) bool {
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	req := Request{Time: s.now(), Authorized: s.authorized(r)}
+	if s.trace != nil {
+		defer func() { s.trace(req.Time, s.now()) }()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	req.Body = body
 	if err == nil {
