@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
@@ -34,6 +35,7 @@ type benchOptions struct {
 	jsonPath            string
 	heapProfile         string // write a heap profile with the idle rooms running
 	cpuProfile          string // profile the throughput phase
+	trace               string // execution trace of the fake-homeserver latency phase
 	logOut              io.Writer
 }
 
@@ -85,6 +87,7 @@ func benchCmd(ctx context.Context, c *cli, args []string) int {
 	fs.IntVar(&o.rtts, "rtts", 2000, "floor: loopback round-trip samples")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the JSON report to this file")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the throughput phase to this file")
+	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the fake-homeserver latency phase to this file (go tool trace)")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "write a heap profile to this file while the idle rooms run")
 	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -132,7 +135,12 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 	}
 	if o.invocations > 0 {
 		step("latency through the fake homeserver: %d invocations (+%d warm-up)", o.invocations, o.warmup)
+		stopTrace, err := startTrace(o.trace)
+		if err != nil {
+			return rep, err
+		}
 		lr, err := benchFakeLatency(ctx, filepath.Join(work, "fake"), o)
+		stopTrace()
 		if err != nil {
 			return rep, fmt.Errorf("fake-homeserver latency: %w", err)
 		}
@@ -190,6 +198,23 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// startTrace writes a runtime execution trace into path until the
+// returned function is called; an empty path traces nothing.
+func startTrace(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); _ = f.Close() }, nil
 }
 
 // targets evaluates the acceptance targets of issue #8 on what was
