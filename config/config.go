@@ -54,11 +54,12 @@ type MatrixConfig struct {
 	// GapPageLimit bounds how many /messages pages are fetched to fill a
 	// limited (gappy) timeline.
 	GapPageLimit int `koanf:"gap_page_limit"`
-	// LateStoreSeconds is how long after a send reached the homeserver it
-	// may still be stored although Lisa saw the request fail. A reply in
-	// doubt is sent again only after this long; until then Lisa keeps
-	// looking for it. Dendrite needs 330 (its queue redelivers a send cut
-	// short by a restart after 5 min 10 s); 0 trusts the lookup at once.
+	// LateStoreSeconds is how long a homeserver that restarted may still
+	// store a send Lisa saw fail. A reply whose send failed while the
+	// homeserver may have been restarting is sent again only after this
+	// long; until then Lisa keeps looking for it. Dendrite needs 330 (its
+	// queue redelivers a send cut short by a restart after 5 min 10 s); 0
+	// disables holding.
 	LateStoreSeconds int `koanf:"late_store_seconds"`
 }
 
