@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -47,6 +48,9 @@ type Source struct {
 	ledger     BotLedger
 	log        *slog.Logger
 	now        func() time.Time
+	// verify is set when a /sync failed: the next response is checked
+	// room by room against the homeserver's history (see Next).
+	verify atomic.Bool
 }
 
 // NewSource returns a sync source for c.
@@ -76,7 +80,12 @@ func (s *Source) filter() string {
 // Next performs one /sync after prev and classifies it. Without a cursor
 // (or when prev has no completed baseline) the response is a baseline: its
 // timelines are recorded as anchors and never answered.
-func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.SyncBatch, error) {
+func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages.SyncBatch, err error) {
+	defer func() {
+		// Any failure may have been the homeserver's: check the next
+		// response room by room; a complete batch clears the check.
+		s.verify.Store(err != nil || s.verify.Load())
+	}()
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
 	req := mautrix.ReqSync{FilterID: s.filter()}
 	if !baseline {
@@ -90,6 +99,12 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 	if resp.NextBatch == "" {
 		return nil, &messages.Error{Code: messages.CodeMatrixRejected, Message: "sync response without next_batch", Ambiguous: true}
 	}
+	// After a failed /sync (typically a homeserver restart), the next
+	// response is not trusted to hold every new event: Dendrite has been
+	// seen answering an incremental /sync shortly after its start with no
+	// rooms and a next_batch past events it never delivered. Every allowed
+	// room is then read back from the homeserver to its last seen event.
+	verify := !baseline && s.verify.Load()
 	cur := &roompb.SyncCursor{
 		NextBatch:    resp.NextBatch,
 		BaselineDone: true,
@@ -104,10 +119,17 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 	for room := range resp.Rooms.Join {
 		rooms = append(rooms, room)
 	}
+	if verify {
+		for room := range s.classifier.allowed {
+			if _, ok := resp.Rooms.Join[room]; !ok {
+				rooms = append(rooms, room)
+			}
+		}
+	}
 	slices.Sort(rooms)
 	for _, room := range rooms {
 		jr := resp.Rooms.Join[room]
-		if jr == nil {
+		if jr == nil && !verify {
 			continue
 		}
 		if !s.classifier.allowed[room] {
@@ -115,16 +137,29 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 			batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
 			continue
 		}
-		events := jr.Timeline.Events
-		if !baseline && jr.Timeline.Limited && jr.Timeline.PrevBatch != "" {
-			recovered, closed, err := s.backfill(ctx, room, jr.Timeline.PrevBatch, prev.GetLastEventIds()[string(room)])
+		var events []*event.Event
+		from := ""
+		if jr != nil {
+			events = jr.Timeline.Events
+			if jr.Timeline.Limited {
+				from = jr.Timeline.PrevBatch
+			}
+		}
+		anchor := prev.GetLastEventIds()[string(room)]
+		if !baseline && (from != "" || verify) {
+			// A limited timeline is filled back from its start; a room
+			// being verified is read back from the newest event.
+			recovered, closed, err := s.backfill(ctx, room, from, anchor)
 			if err != nil {
 				return nil, err
 			}
 			if !closed {
 				batch.GapRooms = append(batch.GapRooms, messages.RoomID(room))
-				// Unseen is not the same as old: keep only what arrived
-				// after the previous commit.
+			}
+			if !closed || anchor == "" {
+				// Unseen is not the same as old (a room Lisa has seen
+				// nothing of yet may have a long history): keep only what
+				// arrived after the previous commit.
 				recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < prev.GetUpdatedAtMs() })
 			}
 			events = mergeByID(recovered, events)
@@ -154,10 +189,11 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (*messages.S
 			batch.Candidates = append(batch.Candidates, cand)
 		}
 	}
+	s.verify.Store(false)
 	return batch, nil
 }
 
-// backfill pages backwards from prevBatch until it meets anchor or runs
+// backfill pages backwards from prevBatch (the newest event if empty) until it meets anchor or runs
 // out of pages. It returns the recovered events oldest first and whether
 // the gap was closed.
 func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor string) ([]*event.Event, bool, error) {

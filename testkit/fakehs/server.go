@@ -76,6 +76,8 @@ type Server struct {
 	counts  map[string]int    // requests per endpoint
 	changed chan struct{}     // closed and replaced on every change
 	nextID  int64
+	// failSyncs and skipSyncs are /sync faults still to inject.
+	failSyncs, skipSyncs int
 
 	hs     *http.Server
 	url    string
@@ -180,6 +182,23 @@ func (s *Server) Post(roomID, sender string, content any) (string, time.Time, er
 		return "", time.Time{}, err
 	}
 	return ev.ID, s.opts.Now(), nil
+}
+
+// FailSyncs makes the next n /sync requests fail with 502, as a homeserver
+// restarting behind a reverse proxy does.
+func (s *Server) FailSyncs(n int) {
+	s.mu.Lock()
+	s.failSyncs += n
+	s.mu.Unlock()
+}
+
+// SkipSyncs makes the next n incremental /sync requests answer at once with
+// no rooms and a next_batch past every stored event, as Dendrite was seen
+// doing just after its start: the events in between are never delivered.
+func (s *Server) SkipSyncs(n int) {
+	s.mu.Lock()
+	s.skipSyncs += n
+	s.mu.Unlock()
 }
 
 // Events returns a copy of room's timeline, oldest first.
@@ -368,6 +387,21 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 	}
 	timeout, _ := strconv.Atoi(q.Get("timeout"))
 	s.mu.Lock()
+	if s.failSyncs > 0 {
+		s.failSyncs--
+		s.mu.Unlock()
+		writeErr(w, http.StatusBadGateway, "M_UNKNOWN", "fakehs: injected /sync failure")
+		return
+	}
+	if s.skipSyncs > 0 && since >= 0 {
+		// Dendrite's fault: an empty answer whose next_batch passes
+		// events it never delivered.
+		s.skipSyncs--
+		head := int64(len(s.log))
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"next_batch": token(head), "rooms": map[string]any{}})
+		return
+	}
 	if since > int64(len(s.log)) {
 		s.mu.Unlock()
 		writeErr(w, http.StatusBadRequest, "M_UNKNOWN_POS", "unknown since token")
