@@ -150,6 +150,13 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 			// A limited timeline is filled back from its start; a room
 			// being verified is read back from the newest event.
 			recovered, closed, err := s.backfill(ctx, room, from, anchor)
+			var le *messages.Error
+			if err != nil && jr == nil && errors.As(err, &le) && le.Permanent {
+				// An allowed room Lisa has not joined (yet) cannot be
+				// read back; it has nothing to hide either.
+				s.log.Warn("allowed room could not be read back after a failed sync; skipped", "room", messages.RoomID(room), "code", le.Code)
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

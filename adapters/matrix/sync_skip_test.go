@@ -21,6 +21,9 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 		bot, device, token = "@lisa:fake.test", "LISA", "fake-token"
 		human              = "@ann:fake.test"
 		roomA, roomB       = "!a:fake.test", "!b:fake.test"
+		// roomC is allowed but Lisa is not in it: reading it back is
+		// refused, which must not stop the sync.
+		roomC = "!not-joined:fake.test"
 	)
 	for _, c := range []struct {
 		name      string
@@ -52,7 +55,7 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{roomA, roomB}},
+			src := NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{roomA, roomB, roomC}},
 				&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
 			base, err := src.Next(ctx, &roompb.SyncCursor{})
 			if err != nil || len(base.Candidates) != 0 {
