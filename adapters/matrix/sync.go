@@ -84,7 +84,7 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 	defer func() {
 		// Any failure may have been the homeserver's: check the next
 		// response room by room; a complete batch clears the check.
-		s.verify.Store(err != nil || s.verify.Load())
+		s.verify.Store(err != nil)
 	}()
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
 	req := mautrix.ReqSync{FilterID: s.filter()}
@@ -129,8 +129,8 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 	slices.Sort(rooms)
 	for _, room := range rooms {
 		jr := resp.Rooms.Join[room]
-		if jr == nil && !verify {
-			continue
+		if jr == nil && (!verify || !s.classifier.allowed[room]) {
+			continue // a null entry, or nothing to verify
 		}
 		if !s.classifier.allowed[room] {
 			// Dendrite ignores room filters: the allowlist is enforced here.
@@ -196,7 +196,6 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 			batch.Candidates = append(batch.Candidates, cand)
 		}
 	}
-	s.verify.Store(false)
 	return batch, nil
 }
 

@@ -186,23 +186,18 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 // startCPUProfile profiles the process into path until the returned
 // function is called; an empty path profiles nothing.
 func startCPUProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+	return startRecording(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startTrace writes a runtime execution trace into path until the
 // returned function is called; an empty path traces nothing.
 func startTrace(path string) (func(), error) {
+	return startRecording(path, trace.Start, trace.Stop)
+}
+
+// startRecording runs start on a new file at path and returns what stops
+// the recording and closes the file; an empty path records nothing.
+func startRecording(path string, start func(io.Writer) error, stop func()) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
@@ -210,11 +205,11 @@ func startTrace(path string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
-	return func() { trace.Stop(); _ = f.Close() }, nil
+	return func() { stop(); _ = f.Close() }, nil
 }
 
 // targets evaluates the acceptance targets of issue #8 on what was
