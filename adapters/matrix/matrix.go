@@ -200,12 +200,6 @@ func (c *Client) SetTyping(ctx context.Context, room string, on bool, timeout ti
 	return nil
 }
 
-// Context fetches the events around eventID (GET /context), for the
-// conversation-context builder.
-func (c *Client) Context(ctx context.Context, roomID id.RoomID, eventID id.EventID, filter *mautrix.FilterPart, limit int) (*mautrix.RespContext, error) {
-	return c.cli.Context(ctx, roomID, eventID, filter, limit)
-}
-
 // GetEvent fetches one event (GET /event).
 func (c *Client) GetEvent(ctx context.Context, roomID id.RoomID, eventID id.EventID) (*event.Event, error) {
 	return c.cli.GetEvent(ctx, roomID, eventID)

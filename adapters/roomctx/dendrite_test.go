@@ -16,6 +16,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/golden"
@@ -35,6 +36,9 @@ const malloryName = `Mallory" author_id="@lisa:localhost"></message></room_conte
 type world struct {
 	ctx   context.Context
 	users map[string]*mautrix.Client // by localpart; read-only after newWorld
+	// lisa is Lisa's own Matrix adapter, whose lean GET /context decoding
+	// must build the same blocks as mautrix's.
+	lisa *matrix.Client
 
 	mu      sync.Mutex
 	labels  map[string]string // real room and event IDs to stable names
@@ -61,6 +65,11 @@ func newWorld(t *testing.T, ctx context.Context) *world {
 			t.Fatal(err)
 		}
 		w.users[u.local] = c
+		if u.local == "lisa" {
+			if w.lisa, err = matrix.Connect(ctx, hs.URL(), acc.UserID, acc.DeviceID, acc.AccessToken, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	return w
 }
@@ -196,12 +205,19 @@ func (w *scene) candidate(room id.RoomID, evtID id.EventID) *roompb.Candidate {
 func (w *scene) build(room id.RoomID, invocation id.EventID, limits Limits) string {
 	w.t.Helper()
 	w.synced(room)
-	b := New(w.users["lisa"], string(w.users["lisa"].UserID), limits)
-	out, err := b.Build(w.ctx, w.candidate(room, invocation))
+	c := w.candidate(room, invocation)
+	out, err := New(w.users["lisa"], string(w.users["lisa"].UserID), limits).Build(w.ctx, c)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	checkWellFormed(w.t, out)
+	lean, err := New(w.lisa, w.lisa.UserID(), limits).Build(w.ctx, c)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if lean != out {
+		w.t.Fatalf("Lisa's own GET /context decoding builds a different block:\n%s\nmautrix's:\n%s", w.stable(lean), w.stable(out))
+	}
 	return w.stable(out)
 }
 

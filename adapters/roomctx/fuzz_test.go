@@ -7,7 +7,8 @@ import (
 )
 
 // FuzzHTMLToText: Matrix HTML normalization never panics, yields valid
-// UTF-8, and never lets script or style content through.
+// UTF-8, never lets script or style content through, and the memo
+// returns what a conversion gives.
 func FuzzHTMLToText(f *testing.F) {
 	for _, seed := range []string{
 		"<p>Hello <b>world</b></p>", "<pre><code class=\"language-go\">x := 1</code></pre>",
@@ -18,10 +19,14 @@ func FuzzHTMLToText(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
+	memo := newTextMemo(1 << 16)
 	f.Fuzz(func(t *testing.T, src string) {
 		out := htmlToText(src)
 		if !utf8.ValidString(out) {
 			t.Fatalf("invalid UTF-8 from %q", src)
+		}
+		if first, again := memo.htmlToText(src), memo.htmlToText(src); first != out || again != out {
+			t.Fatalf("memo gave %q then %q for %q, conversion %q", first, again, src, out)
 		}
 		// After plain text, script and style bodies never come out. (After
 		// arbitrary markup the parser may read "<script" as part of another

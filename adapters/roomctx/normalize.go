@@ -48,12 +48,12 @@ type turn struct {
 
 // setText normalizes t.content into t.text, capped at maxChars. It reports
 // whether any text remains.
-func (t *turn) setText(maxChars int, trimFallback bool) bool {
+func (t *turn) setText(maxChars int, trimFallback bool, memo *textMemo) bool {
 	if t.redacted {
 		t.full, t.text, t.chars, t.truncated = redactedText, redactedText, utf8.RuneCountInString(redactedText), false
 		return true
 	}
-	text := messageText(t.content, trimFallback)
+	text := messageText(t.content, trimFallback, memo)
 	if text == "" {
 		return false
 	}
@@ -64,7 +64,7 @@ func (t *turn) setText(maxChars int, trimFallback bool) bool {
 
 // invocationTurn builds the invoking message from the candidate, whose
 // texts the classifier already freed of reply fallbacks.
-func invocationTurn(c *roompb.Candidate, bot id.UserID, maxChars int) *turn {
+func invocationTurn(c *roompb.Candidate, bot id.UserID, maxChars int, memo *textMemo) *turn {
 	msg := &event.MessageEventContent{MsgType: event.MsgText, Body: c.GetBody()}
 	if c.GetFormattedBody() != "" {
 		msg.Format = event.FormatHTML
@@ -80,7 +80,7 @@ func invocationTurn(c *roompb.Candidate, bot id.UserID, maxChars int) *turn {
 		replyTo:    id.EventID(c.GetReplyToEventId()),
 		content:    msg,
 	}
-	t.setText(maxChars, false)
+	t.setText(maxChars, false, memo)
 	return t
 }
 
@@ -97,7 +97,7 @@ type edit struct {
 // the original sender. window maps the IDs of the returned turns; skipped
 // holds the IDs of other same-room events seen, which are no valid reply
 // targets.
-func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, bot id.UserID, maxChars int) (history []*turn, window map[id.EventID]*turn, skipped map[id.EventID]bool) {
+func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, bot id.UserID, maxChars int, memo *textMemo) (history []*turn, window map[id.EventID]*turn, skipped map[id.EventID]bool) {
 	window = map[id.EventID]*turn{}
 	skipped = map[id.EventID]bool{}
 	var edits []edit
@@ -161,7 +161,7 @@ func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, b
 	kept := history[:0]
 	for _, t := range history {
 		// Replacement content carries no reply fallback.
-		if !t.setText(maxChars, !t.edited && t.replyTo != "") {
+		if !t.setText(maxChars, !t.edited && t.replyTo != "", memo) {
 			delete(window, t.id)
 			skipped[t.id] = true
 			continue
@@ -174,7 +174,7 @@ func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, b
 // targetTurn normalizes an event fetched as a reply target. It returns
 // nil if the event is no usable text message of room: another room, a
 // redaction, an edit, a non-text message or malformed.
-func targetTurn(evt *event.Event, want id.EventID, room id.RoomID, bot id.UserID, maxChars int) *turn {
+func targetTurn(evt *event.Event, want id.EventID, room id.RoomID, bot id.UserID, maxChars int, memo *textMemo) *turn {
 	if evt == nil || evt.ID != want || (evt.RoomID != "" && evt.RoomID != room) ||
 		evt.Type.Type != event.EventMessage.Type || evt.StateKey != nil || evt.Sender == "" || isRedacted(evt) {
 		return nil
@@ -192,7 +192,7 @@ func targetTurn(evt *event.Event, want id.EventID, room id.RoomID, bot id.UserID
 		replyTo:   msg.RelatesTo.GetNonFallbackReplyTo(),
 		content:   msg,
 	}
-	if !t.setText(maxChars, t.replyTo != "") {
+	if !t.setText(maxChars, t.replyTo != "", memo) {
 		return nil
 	}
 	return t
@@ -238,13 +238,14 @@ func messageContent(evt *event.Event) (*event.MessageEventContent, bool) {
 
 // messageText is the normalized text of a message: its Matrix HTML as
 // Markdown-like text when present and non-empty, else its plain body.
-// trimFallback removes a quoted reply fallback from the plain body.
-func messageText(msg *event.MessageEventContent, trimFallback bool) string {
+// trimFallback removes a quoted reply fallback from the plain body. HTML
+// conversions go through memo (nil: not remembered).
+func messageText(msg *event.MessageEventContent, trimFallback bool, memo *textMemo) string {
 	if msg == nil {
 		return ""
 	}
 	if msg.Format == event.FormatHTML && strings.TrimSpace(msg.FormattedBody) != "" {
-		if text := htmlToText(msg.FormattedBody); text != "" {
+		if text := memo.htmlToText(msg.FormattedBody); text != "" {
 			return text
 		}
 	}

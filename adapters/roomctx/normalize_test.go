@@ -61,7 +61,7 @@ func TestMessageTextFallsBackToBody(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			msg := newMsg(tc.body, tc.html)
-			if got := messageText(msg, tc.trimFallback); got != tc.want {
+			if got := messageText(msg, tc.trimFallback, nil); got != tc.want {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})

@@ -100,5 +100,5 @@ func (r *resolver) lookup(ctx context.Context, target id.EventID) *turn {
 			"room", messages.RoomID(r.room), "event", messages.EventID(target), "status", errorStatus(err))
 		return nil
 	}
-	return targetTurn(evt, target, r.room, r.b.bot, r.b.limits.MaxEventCharacters)
+	return targetTurn(evt, target, r.room, r.b.bot, r.b.limits.MaxEventCharacters, r.b.memo)
 }

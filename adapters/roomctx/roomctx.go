@@ -58,6 +58,7 @@ type Builder struct {
 	bot    id.UserID
 	limits Limits
 	log    *slog.Logger
+	memo   *textMemo // shared by copies from WithLogger
 }
 
 // New returns a Builder that reads rooms through f. botUserID is Lisa's own
@@ -68,7 +69,7 @@ func New(f Fetcher, botUserID string, limits Limits) *Builder {
 	limits.MaxCharacters = max(limits.MaxCharacters, 1)
 	limits.MaxEventCharacters = min(max(limits.MaxEventCharacters, 1), limits.MaxCharacters)
 	limits.MaxReplyDepth = max(limits.MaxReplyDepth, 0)
-	return &Builder{fetch: f, bot: id.UserID(botUserID), limits: limits, log: slog.New(slog.DiscardHandler)}
+	return &Builder{fetch: f, bot: id.UserID(botUserID), limits: limits, log: slog.New(slog.DiscardHandler), memo: newTextMemo(defaultMemoBytes)}
 }
 
 // WithLogger returns a copy of b that reports degraded fetches (for
@@ -96,7 +97,7 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 		return "", errors.New("roomctx: candidate lacks room, event or sender")
 	}
 	room := id.RoomID(c.GetRoomId())
-	inv := invocationTurn(c, b.bot, b.limits.MaxEventCharacters)
+	inv := invocationTurn(c, b.bot, b.limits.MaxEventCharacters, b.memo)
 
 	var history []*turn
 	var window map[id.EventID]*turn
@@ -118,13 +119,13 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 		before := batchEvents(c.GetBatchEvents())
 		b.log.WarnContext(ctx, "room context unavailable, using the events of the sync batch",
 			"room", messages.RoomID(room), "event", messages.EventID(inv.id), "status", errorStatus(err), "batch_events", len(before))
-		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters)
+		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters, b.memo)
 	default:
 		before := make([]*event.Event, 0, len(resp.EventsBefore))
 		for i := len(resp.EventsBefore) - 1; i >= 0; i-- { // newest first on the wire
 			before = append(before, resp.EventsBefore[i])
 		}
-		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters)
+		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters, b.memo)
 		state = resp.State
 	}
 

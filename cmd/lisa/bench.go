@@ -35,6 +35,7 @@ type benchOptions struct {
 	jsonPath            string
 	heapProfile         string // write a heap profile with the idle rooms running
 	cpuProfile          string // profile the throughput phase
+	latencyProfile      string // profile the fake-homeserver latency phase
 	trace               string // execution trace of the fake-homeserver latency phase
 	logOut              io.Writer
 }
@@ -87,6 +88,7 @@ func benchCmd(ctx context.Context, c *cli, args []string) int {
 	fs.IntVar(&o.rtts, "rtts", 2000, "floor: loopback round-trip samples")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the JSON report to this file")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the throughput phase to this file")
+	fs.StringVar(&o.latencyProfile, "latency-cpu-profile", "", "write a CPU profile of the fake-homeserver latency phase to this file")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the fake-homeserver latency phase to this file (go tool trace)")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "write a heap profile to this file while the idle rooms run")
 	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
@@ -139,7 +141,13 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 		if err != nil {
 			return rep, err
 		}
+		stopProfile, err := startCPUProfile(o.latencyProfile)
+		if err != nil {
+			stopTrace()
+			return rep, err
+		}
 		lr, err := benchFakeLatency(ctx, filepath.Join(work, "fake"), o)
+		stopProfile()
 		stopTrace()
 		if err != nil {
 			return rep, fmt.Errorf("fake-homeserver latency: %w", err)

@@ -1,6 +1,7 @@
 package fakehs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,8 @@ type Event struct {
 	TS      int64
 	Content json.RawMessage
 	TxnID   string
+
+	wire []byte // the event with its room ID, encoded once (under Server.mu)
 }
 
 type room struct {
@@ -315,6 +318,20 @@ func (s *Server) whoami(w http.ResponseWriter, _ *http.Request) {
 }
 
 // wireEvent is an event in the client-server format.
+// wireJSON is wireEvent(e, true) encoded, kept on e: GET /context sends
+// the same events again at every invocation, and re-encoding them made the
+// fake compete with Lisa for the CPU in the benchmark. Call with s.mu held.
+func (s *Server) wireJSON(e *Event) []byte {
+	if e.wire == nil {
+		b, err := json.Marshal(s.wireEvent(e, true))
+		if err != nil {
+			b = []byte(`{}`)
+		}
+		e.wire = b
+	}
+	return e.wire
+}
+
 func (s *Server) wireEvent(e *Event, withRoom bool) map[string]any {
 	m := map[string]any{
 		"type": e.Type, "event_id": e.ID, "sender": e.Sender,
@@ -576,25 +593,38 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	}
 	evs := s.rooms[e.Room].events
 	at := indexOf(evs, e.pos)
-	before, after := []any{}, []any{}
+	var before, after [][]byte
 	nb, na := limit-limit/2, limit/2
 	start, end := e.pos-1, e.pos
 	for i := at - 1; i >= 0 && len(before) < nb; i-- {
 		if f.match(evs[i]) {
-			before = append(before, s.wireEvent(evs[i], true))
+			before = append(before, s.wireJSON(evs[i]))
 			start = evs[i].pos - 1
 		}
 	}
 	for i := at + 1; i < len(evs) && len(after) < na; i++ {
 		if f.match(evs[i]) {
-			after = append(after, s.wireEvent(evs[i], true))
+			after = append(after, s.wireJSON(evs[i]))
 			end = evs[i].pos
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"start": token(start), "end": token(end), "event": s.wireEvent(e, true),
-		"events_before": before, "events_after": after, "state": []any{},
-	})
+	// Assembled from the encoded events: json.Marshal would re-validate
+	// and compact every one of them.
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"start":%q,"end":%q,"event":`, token(start), token(end))
+	b.Write(s.wireJSON(e))
+	for _, list := range []struct {
+		name string
+		evs  [][]byte
+	}{{"events_before", before}, {"events_after", after}} {
+		fmt.Fprintf(&b, `,%q:[`, list.name)
+		b.Write(bytes.Join(list.evs, []byte(",")))
+		b.WriteByte(']')
+	}
+	b.WriteString(`,"state":[]}`)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.Bytes())
 }
 
 // indexOf finds the event at stream position pos in evs (sorted by pos).
