@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -59,9 +60,38 @@ func (c *Client) Context(ctx context.Context, roomID id.RoomID, eventID id.Event
 		query["limit"] = strconv.Itoa(limit)
 	}
 	url := c.cli.BuildURLWithQuery(mautrix.ClientURLPath{"v3", "rooms", roomID, "context", eventID}, query)
-	var wire wireContext
-	if _, err := c.cli.MakeRequest(ctx, http.MethodGet, url, nil, &wire); err != nil {
+	body, err := c.cli.MakeRequest(ctx, http.MethodGet, url, nil, nil)
+	if err != nil {
 		return nil, err
+	}
+	return parseContext(body)
+}
+
+// parseContext decodes a GET /context response body. Well-formed
+// responses are decoded in one pass; if any event is malformed, each
+// event is decoded on its own and the malformed ones are left out.
+func parseContext(body []byte) (*mautrix.RespContext, error) {
+	var fast struct {
+		Start        string      `json:"start"`
+		End          string      `json:"end"`
+		EventsBefore []wireEvent `json:"events_before"`
+		State        []wireEvent `json:"state"`
+	}
+	if json.Unmarshal(body, &fast) == nil {
+		resp := &mautrix.RespContext{Start: fast.Start, End: fast.End, EventsBefore: make([]*event.Event, 0, len(fast.EventsBefore))}
+		for i := range fast.EventsBefore {
+			resp.EventsBefore = append(resp.EventsBefore, fast.EventsBefore[i].event())
+		}
+		for i := range fast.State {
+			if evt := memberEvent(fast.State[i].event()); evt != nil {
+				resp.State = append(resp.State, evt)
+			}
+		}
+		return resp, nil
+	}
+	var wire wireContext
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, fmt.Errorf("matrix: undecodable GET /context response: %w", err)
 	}
 	return decodeContext(&wire), nil
 }
@@ -79,17 +109,24 @@ func decodeContext(w *wireContext) *mautrix.RespContext {
 		}
 	}
 	for _, raw := range w.State {
-		evt := decodeEvent(raw)
-		if evt == nil || evt.Type.Type != event.StateMember.Type {
-			continue
+		if evt := memberEvent(decodeEvent(raw)); evt != nil {
+			resp.State = append(resp.State, evt)
 		}
-		var m event.MemberEventContent
-		if json.Unmarshal(evt.Content.VeryRaw, &m) == nil {
-			evt.Content.Parsed = &m
-		}
-		resp.State = append(resp.State, evt)
 	}
 	return resp
+}
+
+// memberEvent returns evt with its member content parsed, or nil if evt
+// is no member event.
+func memberEvent(evt *event.Event) *event.Event {
+	if evt == nil || evt.Type.Type != event.StateMember.Type {
+		return nil
+	}
+	var m event.MemberEventContent
+	if json.Unmarshal(evt.Content.VeryRaw, &m) == nil {
+		evt.Content.Parsed = &m
+	}
+	return evt
 }
 
 // decodeEvent decodes one event's envelope, or returns nil if it is not
@@ -99,6 +136,11 @@ func decodeEvent(raw json.RawMessage) *event.Event {
 	if json.Unmarshal(raw, &w) != nil {
 		return nil
 	}
+	return w.event()
+}
+
+// event converts the envelope into mautrix's shape.
+func (w *wireEvent) event() *event.Event {
 	evt := &event.Event{
 		ID:        w.ID,
 		Type:      event.NewEventType(w.Type),

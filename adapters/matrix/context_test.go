@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"maunium.net/go/mautrix/event"
@@ -30,11 +31,10 @@ func TestDecodeContext(t *testing.T) {
 	    []
 	  ]
 	}`
-	var w wireContext
-	if err := json.Unmarshal([]byte(resp), &w); err != nil {
+	got, err := parseContext([]byte(resp))
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := decodeContext(&w)
 	if got.Start != "s1" || got.End != "s9" || got.Event != nil || got.EventsAfter != nil {
 		t.Fatalf("tokens, anchor or after: %+v", got)
 	}
@@ -75,5 +75,35 @@ func TestDecodeContext(t *testing.T) {
 	}
 	if got.State[1].Content.Parsed != nil {
 		t.Errorf("malformed member content was parsed: %+v", got.State[1].Content.Parsed)
+	}
+}
+
+// A well-formed response takes the one-pass path, which must give what
+// decoding event by event gives.
+func TestParseContextFastPathMatches(t *testing.T) {
+	const resp = `{"start": "a", "end": "b", "events_before": [
+	    {"event_id": "$1", "type": "m.room.message", "sender": "@a:hs", "room_id": "!r:hs", "origin_server_ts": 3, "content": {"body": "x"}},
+	    {"event_id": "$2", "type": "m.room.message", "sender": "@b:hs", "origin_server_ts": 2, "content": {},
+	     "unsigned": {"redacted_because": {}}},
+	    null],
+	  "state": [
+	    {"event_id": "$m", "type": "m.room.member", "state_key": "@a:hs", "content": {"displayname": "Ann", "membership": "join"}},
+	    {"event_id": "$t", "type": "m.room.topic", "state_key": "", "content": {"topic": "t"}}]}`
+	fast, err := parseContext([]byte(resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w wireContext
+	if err := json.Unmarshal([]byte(resp), &w); err != nil {
+		t.Fatal(err)
+	}
+	if slow := decodeContext(&w); !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("one pass:\n%+v\nevent by event:\n%+v", fast, slow)
+	}
+	if len(fast.EventsBefore) != 3 || len(fast.State) != 1 {
+		t.Fatalf("got %d events and %d member events", len(fast.EventsBefore), len(fast.State))
+	}
+	if _, err := parseContext([]byte(`{"events_before": 5}`)); err == nil {
+		t.Fatal("an undecodable response gave no error")
 	}
 }

@@ -182,7 +182,7 @@ func (w *scene) candidate(room id.RoomID, evtID id.EventID) *roompb.Candidate {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	msg, ok := messageContent(evt)
+	msg, ok := messageContent(evt, nil)
 	if !ok {
 		w.t.Fatalf("invocation %s is no message", evtID)
 	}

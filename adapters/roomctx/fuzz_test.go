@@ -19,7 +19,7 @@ func FuzzHTMLToText(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	memo := newTextMemo(1 << 16)
+	memo := newMemos(1 << 16)
 	f.Fuzz(func(t *testing.T, src string) {
 		out := htmlToText(src)
 		if !utf8.ValidString(out) {

@@ -48,7 +48,7 @@ type turn struct {
 
 // setText normalizes t.content into t.text, capped at maxChars. It reports
 // whether any text remains.
-func (t *turn) setText(maxChars int, trimFallback bool, memo *textMemo) bool {
+func (t *turn) setText(maxChars int, trimFallback bool, memo *memos) bool {
 	if t.redacted {
 		t.full, t.text, t.chars, t.truncated = redactedText, redactedText, utf8.RuneCountInString(redactedText), false
 		return true
@@ -64,7 +64,7 @@ func (t *turn) setText(maxChars int, trimFallback bool, memo *textMemo) bool {
 
 // invocationTurn builds the invoking message from the candidate, whose
 // texts the classifier already freed of reply fallbacks.
-func invocationTurn(c *roompb.Candidate, bot id.UserID, maxChars int, memo *textMemo) *turn {
+func invocationTurn(c *roompb.Candidate, bot id.UserID, maxChars int, memo *memos) *turn {
 	msg := &event.MessageEventContent{MsgType: event.MsgText, Body: c.GetBody()}
 	if c.GetFormattedBody() != "" {
 		msg.Format = event.FormatHTML
@@ -97,7 +97,7 @@ type edit struct {
 // the original sender. window maps the IDs of the returned turns; skipped
 // holds the IDs of other same-room events seen, which are no valid reply
 // targets.
-func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, bot id.UserID, maxChars int, memo *textMemo) (history []*turn, window map[id.EventID]*turn, skipped map[id.EventID]bool) {
+func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, bot id.UserID, maxChars int, memo *memos) (history []*turn, window map[id.EventID]*turn, skipped map[id.EventID]bool) {
 	window = map[id.EventID]*turn{}
 	skipped = map[id.EventID]bool{}
 	var edits []edit
@@ -119,7 +119,7 @@ func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, b
 			window[t.id] = t
 			continue
 		}
-		msg, ok := messageContent(evt)
+		msg, ok := messageContent(evt, memo)
 		if !ok {
 			skipped[evt.ID] = true
 			continue
@@ -174,12 +174,12 @@ func parseWindow(events []*event.Event, room id.RoomID, invocation id.EventID, b
 // targetTurn normalizes an event fetched as a reply target. It returns
 // nil if the event is no usable text message of room: another room, a
 // redaction, an edit, a non-text message or malformed.
-func targetTurn(evt *event.Event, want id.EventID, room id.RoomID, bot id.UserID, maxChars int, memo *textMemo) *turn {
+func targetTurn(evt *event.Event, want id.EventID, room id.RoomID, bot id.UserID, maxChars int, memo *memos) *turn {
 	if evt == nil || evt.ID != want || (evt.RoomID != "" && evt.RoomID != room) ||
 		evt.Type.Type != event.EventMessage.Type || evt.StateKey != nil || evt.Sender == "" || isRedacted(evt) {
 		return nil
 	}
-	msg, ok := messageContent(evt)
+	msg, ok := messageContent(evt, memo)
 	if !ok || msg.RelatesTo.GetReplaceID() != "" || !isTextType(msg.MsgType) {
 		return nil
 	}
@@ -217,8 +217,9 @@ func isRedacted(evt *event.Event) bool {
 }
 
 // messageContent decodes the content of a message event without touching
-// evt, which belongs to the caller.
-func messageContent(evt *event.Event) (*event.MessageEventContent, bool) {
+// evt, which belongs to the caller. Decodings go through memo (nil: not
+// remembered); the result is shared and must not be modified.
+func messageContent(evt *event.Event, memo *memos) (*event.MessageEventContent, bool) {
 	if msg, ok := evt.Content.Parsed.(*event.MessageEventContent); ok {
 		return msg, msg != nil
 	}
@@ -229,18 +230,14 @@ func messageContent(evt *event.Event) (*event.MessageEventContent, bool) {
 			return nil, false
 		}
 	}
-	var msg event.MessageEventContent
-	if err := json.Unmarshal(data, &msg); err != nil {
-		return nil, false
-	}
-	return &msg, true
+	return memo.decodeContent(data)
 }
 
 // messageText is the normalized text of a message: its Matrix HTML as
 // Markdown-like text when present and non-empty, else its plain body.
 // trimFallback removes a quoted reply fallback from the plain body. HTML
 // conversions go through memo (nil: not remembered).
-func messageText(msg *event.MessageEventContent, trimFallback bool, memo *textMemo) string {
+func messageText(msg *event.MessageEventContent, trimFallback bool, memo *memos) string {
 	if msg == nil {
 		return ""
 	}

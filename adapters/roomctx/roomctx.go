@@ -58,7 +58,7 @@ type Builder struct {
 	bot    id.UserID
 	limits Limits
 	log    *slog.Logger
-	memo   *textMemo // shared by copies from WithLogger
+	memo   *memos // shared by copies from WithLogger
 }
 
 // New returns a Builder that reads rooms through f. botUserID is Lisa's own
@@ -69,7 +69,7 @@ func New(f Fetcher, botUserID string, limits Limits) *Builder {
 	limits.MaxCharacters = max(limits.MaxCharacters, 1)
 	limits.MaxEventCharacters = min(max(limits.MaxEventCharacters, 1), limits.MaxCharacters)
 	limits.MaxReplyDepth = max(limits.MaxReplyDepth, 0)
-	return &Builder{fetch: f, bot: id.UserID(botUserID), limits: limits, log: slog.New(slog.DiscardHandler), memo: newTextMemo(defaultMemoBytes)}
+	return &Builder{fetch: f, bot: id.UserID(botUserID), limits: limits, log: slog.New(slog.DiscardHandler), memo: newMemos(defaultMemoBytes)}
 }
 
 // WithLogger returns a copy of b that reports degraded fetches (for
