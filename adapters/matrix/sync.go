@@ -45,6 +45,7 @@ type Source struct {
 	c          *Client
 	opts       SyncOptions
 	classifier *Classifier
+	filterJSON string // the inline filter of every request
 	ledger     BotLedger
 	log        *slog.Logger
 	now        func() time.Time
@@ -58,16 +59,19 @@ func NewSource(c *Client, opts SyncOptions, ledger BotLedger, log *slog.Logger, 
 	return &Source{
 		c: c, opts: opts, ledger: ledger, log: log, now: now,
 		classifier: NewClassifier(c.UserID(), opts.AllowedRooms, opts.Aliases),
+		filterJSON: syncFilter(opts.TimelineLimit),
 	}
 }
 
-func (s *Source) filter() string {
+// syncFilter is the inline /sync filter: room messages only, at most
+// limit per timeline, nothing else.
+func syncFilter(limit int) string {
 	none := map[string]any{"not_types": []string{"*"}}
 	f := map[string]any{
 		"presence":     none,
 		"account_data": none,
 		"room": map[string]any{
-			"timeline":     map[string]any{"limit": s.opts.TimelineLimit, "types": []string{"m.room.message"}},
+			"timeline":     map[string]any{"limit": limit, "types": []string{"m.room.message"}},
 			"state":        none,
 			"ephemeral":    none,
 			"account_data": none,
@@ -87,7 +91,7 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 		s.verify.Store(err != nil)
 	}()
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
-	req := mautrix.ReqSync{FilterID: s.filter()}
+	req := mautrix.ReqSync{FilterID: s.filterJSON}
 	if !baseline {
 		req.Since = prev.GetNextBatch()
 		req.Timeout = int(s.opts.Timeout.Milliseconds())
