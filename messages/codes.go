@@ -1,6 +1,9 @@
 package messages
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Code classifies a failure. Codes appear in the journal, in logs and in
 // metrics; they never carry message bodies or secrets.
@@ -25,6 +28,11 @@ const (
 	CodeShutdown          Code = "shutdown"
 	CodeInternal          Code = "internal"
 )
+
+// ErrStopping is the cause (context.Cause) with which Lisa cancels her own
+// requests when an actor stops or restarts. Such a failure says nothing
+// about the server that was asked.
+var ErrStopping = errors.New("lisa cancelled the request: stopping")
 
 // Error is an error carrying a Code and a safe, body-free message.
 type Error struct {

@@ -351,6 +351,36 @@ func removeInbox(txn *badger.Txn, room, eventID string) error {
 	return txn.Delete(indexedKey('i', room, seq))
 }
 
+// cleanStopKey marks a store whose last user stopped cleanly.
+var cleanStopKey = []byte{'x'}
+
+// MarkCleanStop records, durably, that Lisa stopped gracefully with no
+// check of the homeserver's answers pending, so the next start may trust
+// its first /sync. Call it last before Close.
+func (s *Badger) MarkCleanStop() error {
+	return s.update(func(txn *badger.Txn) error { return txn.Set(cleanStopKey, []byte{1}) })
+}
+
+// TakeCleanStop reports whether the previous run marked a clean stop, and
+// removes the mark durably, so that a crash of this run is not taken for
+// a clean stop at the next start.
+func (s *Badger) TakeCleanStop() (bool, error) {
+	found := false
+	err := s.update(func(txn *badger.Txn) error {
+		_, err := txn.Get(cleanStopKey)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			found = false
+			return nil
+		case err != nil:
+			return err
+		}
+		found = true
+		return txn.Delete(cleanStopKey)
+	})
+	return found, err
+}
+
 // RecordBotEvent implements BotEvents.
 func (s *Badger) RecordBotEvent(room, eventID, inReplyTo string) error {
 	return s.update(func(txn *badger.Txn) error {

@@ -72,7 +72,7 @@ type syncActor struct {
 	cfg      Config
 	cursor   *roompb.SyncCursor
 	ctx      context.Context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	seq      *atomic.Uint64
 	fetchSeq uint64 // identifies the request in flight
 	reqStop  context.CancelFunc
@@ -95,7 +95,7 @@ type (
 func (s *syncActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.ctx, s.cancel = context.WithCancel(context.Background())
+		s.ctx, s.cancel = context.WithCancelCause(context.Background())
 		cur, err := s.cfg.Ledger.Cursor()
 		if err != nil {
 			panic(fmt.Errorf("syncer: read cursor: %w", err))
@@ -138,7 +138,7 @@ func (s *syncActor) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		s.stopping = true
 		if s.cancel != nil {
-			s.cancel()
+			s.cancel(messages.ErrStopping) // not the homeserver's failure
 		}
 		for _, stop := range []func() bool{s.watchdogStop, s.retryStop} {
 			if stop != nil {

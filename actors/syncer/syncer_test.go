@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -86,6 +87,7 @@ type env struct {
 	store  *persistence.Memory
 	nudges chan *messages.Nudge
 	clock  *clock
+	pid    *actor.PID
 }
 
 func start(t *testing.T, watchdog time.Duration) *env {
@@ -96,12 +98,12 @@ func start(t *testing.T, watchdog time.Duration) *env {
 			e.nudges <- n
 		}
 	}))
-	pid := e.sys.Root.Spawn(Props(Config{
+	e.pid = e.sys.Root.Spawn(Props(Config{
 		Source: e.src, Ledger: e.store, Rooms: rooms, Watchdog: watchdog,
 		Backoff: Backoff{Base: time.Second, Max: time.Minute, MaxRetryAfter: time.Minute},
 		Jitter:  func() float64 { return 0 }, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
 	}))
-	t.Cleanup(func() { _ = e.sys.Root.StopFuture(pid).Wait() })
+	t.Cleanup(func() { _ = e.sys.Root.StopFuture(e.pid).Wait() })
 	return e
 }
 
@@ -184,6 +186,9 @@ func TestWatchdogReplacesStuckRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stuck request was not cancelled")
 	}
+	if errors.Is(context.Cause(first), messages.ErrStopping) {
+		t.Fatal("the watchdog's cancellation claims Lisa is stopping: the source would not check the next answer")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if cur, _ := e.store.Cursor(); cur.GetNextBatch() == "s1" {
@@ -193,5 +198,25 @@ func TestWatchdogReplacesStuckRequest(t *testing.T) {
 			t.Fatal("sync did not recover after the watchdog")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Stopping cancels the request in flight with messages.ErrStopping, so the
+// source knows the failure was not the homeserver's.
+func TestStopCancelsWithStoppingCause(t *testing.T) {
+	e := start(t, time.Hour)
+	e.src.next <- answer{hang: true}
+	e.waitCalls(1)
+	if err := e.sys.Root.StopFuture(e.pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := e.src.call(0)
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopping did not cancel the request")
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, messages.ErrStopping) {
+		t.Fatalf("cause %v, want messages.ErrStopping", cause)
 	}
 }

@@ -81,13 +81,27 @@ func syncFilter(limit int) string {
 	return string(b)
 }
 
+// VerifyNext makes the next incremental answer be read back room by room,
+// as after a failed /sync. The daemon calls it at start when the previous
+// run did not stop cleanly: a /sync may have failed in that run (the
+// homeserver restarting), and the knowledge died with it.
+func (s *Source) VerifyNext() { s.verify.Store(true) }
+
+// VerifyPending reports whether the next answer will be read back room by
+// room: the last /sync failed, or VerifyNext was called since.
+func (s *Source) VerifyPending() bool { return s.verify.Load() }
+
 // Next performs one /sync after prev and classifies it. Without a cursor
 // (or when prev has no completed baseline) the response is a baseline: its
 // timelines are recorded as anchors and never answered.
 func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages.SyncBatch, err error) {
 	defer func() {
 		// Any failure may have been the homeserver's: check the next
-		// response room by room; a complete batch clears the check.
+		// response room by room; a complete batch clears the check. A
+		// request Lisa cancelled herself to stop says nothing either way.
+		if err != nil && errors.Is(context.Cause(ctx), messages.ErrStopping) {
+			return
+		}
 		s.verify.Store(err != nil)
 	}()
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()

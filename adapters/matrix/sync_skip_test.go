@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/testkit/fakehs"
 )
@@ -16,6 +17,8 @@ import (
 // /sync every allowed room is read back to its last seen event. Without the
 // failure the same answer is trusted; the second case shows the events
 // such an answer hides, so the test notices if the fake stops hiding them.
+// A new process after an unclean stop cannot know whether a /sync failed
+// before: the daemon asks for the same check (VerifyNext).
 func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 	const (
 		bot, device, token = "@lisa:fake.test", "LISA", "fake-token"
@@ -28,10 +31,12 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		failFirst bool
+		restarted bool // a new process after an unclean stop (VerifyNext)
 		want      int
 	}{
-		{"a failed sync before the skip: recovered", true, 3},
-		{"the hazard: a skip without a failure", false, 0},
+		{"a failed sync before the skip: recovered", true, false, 3},
+		{"a restart after an unclean stop: recovered", false, true, 3},
+		{"the hazard: a skip without a failure", false, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -55,8 +60,11 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{roomA, roomB, roomC}},
-				&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+			newSource := func() *Source {
+				return NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{roomA, roomB, roomC}},
+					&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+			}
+			src := newSource()
 			base, err := src.Next(ctx, &roompb.SyncCursor{})
 			if err != nil || len(base.Candidates) != 0 {
 				t.Fatalf("baseline: %v, %d candidates", err, len(base.Candidates))
@@ -73,6 +81,13 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 				if _, err := src.Next(ctx, cur); err == nil {
 					t.Fatal("the injected failure was not reported")
 				}
+			}
+			if c.restarted {
+				src = newSource()
+				src.VerifyNext()
+			}
+			if got := src.VerifyPending(); got != (c.failFirst || c.restarted) {
+				t.Fatalf("VerifyPending before the skipping answer: %v", got)
 			}
 			b, err := src.Next(ctx, cur)
 			if err != nil {
@@ -93,6 +108,9 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 					t.Fatalf("candidates %v: want %q once", got, body)
 				}
 			}
+			if src.VerifyPending() {
+				t.Fatal("a complete answer left a check pending")
+			}
 			// The next answer is trusted again and brings only what is new.
 			post(roomB, "Lisa, four?")
 			b2, err := src.Next(ctx, b.Cursor)
@@ -100,5 +118,54 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 				t.Fatalf("next sync: %v, %+v", err, b2)
 			}
 		})
+	}
+}
+
+// TestStoppingLeavesVerifyAlone: a /sync that Lisa cancels to stop says
+// nothing about the homeserver: it neither sets nor clears a pending
+// check. Any other failure, a watchdog's cancellation included, sets it.
+func TestStoppingLeavesVerifyAlone(t *testing.T) {
+	const bot, device, token = "@lisa:fake.test", "LISA", "fake-token"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hs := fakehs.New(fakehs.Options{UserID: bot, DeviceID: device, Token: token})
+	if err := hs.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close()
+	hs.CreateRoom("!a:fake.test", nil)
+	cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{"!a:fake.test"}},
+		&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+	base, err := src.Next(ctx, &roompb.SyncCursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := func(cause error) context.Context {
+		c, stop := context.WithCancelCause(ctx)
+		stop(cause)
+		return c
+	}
+	for _, step := range []struct {
+		name  string
+		ctx   context.Context
+		fails bool
+		want  bool
+	}{
+		{"stopping, nothing pending", cancelled(messages.ErrStopping), true, false},
+		{"a watchdog's cancellation", cancelled(context.Canceled), true, true},
+		{"stopping, a check pending", cancelled(messages.ErrStopping), true, true},
+		{"a complete answer", ctx, false, false},
+	} {
+		_, err := src.Next(step.ctx, base.Cursor)
+		if (err != nil) != step.fails {
+			t.Fatalf("%s: error %v", step.name, err)
+		}
+		if got := src.VerifyPending(); got != step.want {
+			t.Fatalf("%s: VerifyPending = %v, want %v", step.name, got, step.want)
+		}
 	}
 }

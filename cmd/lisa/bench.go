@@ -285,6 +285,7 @@ func printBench(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "  %-42s %.2f KiB RSS, %.2f KiB Go heap (%d rooms)\n", "per idle allowed room", s.RSSPerRoomKiB, s.HeapPerRoomKiB, s.IdleRooms)
 		fmt.Fprintf(w, "  %-42s %.3f s (%d rooms, %d journal events; daemon started after %.3f s)\n", "start to first answer (ready)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.StartSeconds)
 		fmt.Fprintf(w, "  %-42s %.3f s (%d events replayed)\n", "start to every room replayed", s.AllLiveSeconds, s.ReplayedEvents)
+		fmt.Fprintf(w, "  %-42s %.3f s (every room read back once)\n", "start to first answer after a crash", s.ReadyAfterCrashSeconds)
 	}
 	if len(r.Targets) > 0 {
 		fmt.Fprintf(w, "targets (issue #8)\n")

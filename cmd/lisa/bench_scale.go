@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,6 +43,11 @@ type scaleReport struct {
 	// ReplayedEvents are the events replayed at start: those after each
 	// room's latest snapshot.
 	ReplayedEvents int `json:"replayed_events"`
+	// ReadyAfterCrashSeconds is ReadySeconds on the same store when the
+	// run before did not stop cleanly: the first /sync answer is then read
+	// back room by room (one GET /messages per allowed room) before any
+	// mention in it is routed.
+	ReadyAfterCrashSeconds float64 `json:"ready_after_crash_seconds"`
 }
 
 // memSample is the process's memory after a full GC that returns freed
@@ -155,7 +161,47 @@ func benchScale(ctx context.Context, work string, o benchOptions, step func(stri
 	rep.AllLiveSeconds = time.Since(start).Seconds()
 	rep.StartSeconds = started.Sub(start).Seconds()
 	lisa.stop()
+
+	// The same start after a crash: Lisa stopped cleanly above; taking her
+	// mark is what a crash would have left.
+	if err := forgetCleanStop(data); err != nil {
+		return nil, err
+	}
+	evID, _, err = hs.Post(last, benchHuman, mention(benchBot, 1))
+	if err != nil {
+		return nil, err
+	}
+	answered = replies.expect(evID)
+	start = time.Now()
+	lisa, err = startBenchLisa(ctx, filepath.Join(work, "ready"), target, llm.URL(), rooms, 3, o.logOut)
+	if err != nil {
+		return nil, err
+	}
+	defer lisa.stop()
+	select {
+	case at := <-answered:
+		rep.ReadyAfterCrashSeconds = at.Sub(start).Seconds()
+	case <-wctx.Done():
+		return nil, fmt.Errorf("no answer after a start following a crash: %w", wctx.Err())
+	}
 	return rep, nil
+}
+
+// forgetCleanStop removes the clean-stop mark of the store in dir, as a
+// crash would have left it.
+func forgetCleanStop(dir string) error {
+	store, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
+	if err != nil {
+		return err
+	}
+	clean, err := store.TakeCleanStop()
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && !clean {
+		err = errors.New("bench: the graceful stop left no clean-stop mark")
+	}
+	return err
 }
 
 // prepareJournals records a sync cursor at since and writes perRoom = events/len(rooms) journal events for
@@ -196,6 +242,11 @@ func prepareJournals(dir string, rooms []string, events int, since string) (int,
 		}
 	}
 	if err := store.BulkLoad(batch); err != nil {
+		return 0, err
+	}
+	// As a Lisa that stopped cleanly leaves it (see ReadyAfterCrashSeconds
+	// for the other case).
+	if err := store.MarkCleanStop(); err != nil {
 		return 0, err
 	}
 	return replayed, nil

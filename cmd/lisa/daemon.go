@@ -41,6 +41,7 @@ const snapshotInterval = 50
 // daemon is Lisa's running core: the store and the actor tree.
 type daemon struct {
 	store       *persistence.Badger
+	source      *matrix.Source
 	sys         *app.System
 	log         *slog.Logger
 	grace       time.Duration
@@ -97,6 +98,13 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 	if err != nil {
 		return nil, err
 	}
+	// Taken (and removed) before anything runs: if this run crashes, the
+	// next start must not find the mark of the run before.
+	clean, err := store.TakeCleanStop()
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
 	provider, err := persistence.NewProvider(store, snapshotInterval, log)
 	if err != nil {
 		_ = store.Close()
@@ -143,6 +151,13 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		Aliases:       cfg.Matrix.MentionAliases,
 		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
 	}, store, log, time.Now)
+	if cur, err := store.Cursor(); err == nil && cur.GetBaselineDone() && !clean {
+		// A /sync may have failed in the run that crashed (the homeserver
+		// restarting), and that knowledge died with it.
+		source.VerifyNext()
+		log.Info("the previous run did not stop cleanly: the first sync answer is checked room by room against the homeserver",
+			"rooms", len(cfg.Matrix.AllowedRoomIDs))
+	}
 	invocations := &sync.WaitGroup{}
 	invoker := invocation.WithTyping(deps.invoker(pool, met), deps.session, invocation.TypingLease{
 		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
@@ -199,7 +214,7 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		_ = store.Close()
 		return nil, err
 	}
-	d := &daemon{crashable: deps.crashable, store: store, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
+	d := &daemon{crashable: deps.crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: invocations, stopping: stopping, tools: pool,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second}
 	if cfg.Runtime.MetricsListen != "" {
@@ -267,10 +282,17 @@ func (d *daemon) stop(ctx context.Context) error {
 	case <-waited:
 	case <-time.After(typingClearTimeout + time.Second):
 	}
+	// The sync stopped first; unless its last answer left a check pending,
+	// the next start may trust its first /sync.
+	if !d.source.VerifyPending() {
+		if merr := d.store.MarkCleanStop(); merr != nil && err == nil {
+			err = merr
+		}
+	}
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}
-	d.log.Info("lisa stopped")
+	d.log.Info("lisa stopped", "clean", !d.source.VerifyPending())
 	return err
 }
 

@@ -167,6 +167,9 @@ func TestKillAtEveryBoundary(t *testing.T) {
 			if strings.Contains(p2.text(), "sync baseline recorded") {
 				t.Fatal("restart took a new baseline; events after the cursor could be lost")
 			}
+			if !strings.Contains(p2.text(), "did not stop cleanly") {
+				t.Fatal("the start after a SIGKILL trusted its first sync answer")
+			}
 		})
 	}
 }
@@ -190,11 +193,17 @@ func TestSIGTERMRestart(t *testing.T) {
 		t.Fatalf("SIGTERM exit status %d; logs:\n%s", ws.ExitStatus(), p.text())
 	}
 	t.Logf("graceful shutdown took %v", time.Since(start))
+	if !strings.Contains(p.text(), `"clean":true`) && !strings.Contains(p.text(), "clean=true") {
+		t.Fatalf("the graceful stop was not marked clean; logs:\n%s", p.text())
+	}
 	whileDown := e.mention(room, "asked while you were away")
-	e.start()
+	p2 := e.start()
 	e.awaitReply(room, whileDown)
 	sentinel := e.settle(room)
 	e.expectReplies(room, map[id.EventID]int{first: 1, whileDown: 1, sentinel: 1})
+	if strings.Contains(p2.text(), "did not stop cleanly") {
+		t.Fatal("the start after a graceful stop checked every room again")
+	}
 }
 
 // TestSendSurvives429And500 puts a fault proxy between Lisa and Dendrite:
