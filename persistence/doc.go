@@ -17,4 +17,5 @@
 //	i 0x00 <room> 0x00 be64(seq)     inbox entry (Candidate)
 //	n 0x00 <room> 0x00 <event>       routed marker: be64(seq) of the entry
 //	b 0x00 <room> 0x00 <event>       Lisa's own event: ID of the event it answers
+//	x                                clean-stop mark (MarkCleanStop, TakeCleanStop)
 package persistence

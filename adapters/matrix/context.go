@@ -71,6 +71,19 @@ func (c *Client) Context(ctx context.Context, roomID id.RoomID, eventID id.Event
 // responses are decoded in one pass; if any event is malformed, each
 // event is decoded on its own and the malformed ones are left out.
 func parseContext(body []byte) (*mautrix.RespContext, error) {
+	if resp, ok := parseContextFast(body); ok {
+		return resp, nil
+	}
+	var wire wireContext
+	if err := json.Unmarshal(body, &wire); err != nil {
+		return nil, fmt.Errorf("matrix: undecodable GET /context response: %w", err)
+	}
+	return decodeContext(&wire), nil
+}
+
+// parseContextFast decodes a well-formed response in one pass; ok is false
+// if any part of it does not decode.
+func parseContextFast(body []byte) (*mautrix.RespContext, bool) {
 	var fast struct {
 		Start        string      `json:"start"`
 		End          string      `json:"end"`
@@ -87,13 +100,9 @@ func parseContext(body []byte) (*mautrix.RespContext, error) {
 				resp.State = append(resp.State, evt)
 			}
 		}
-		return resp, nil
+		return resp, true
 	}
-	var wire wireContext
-	if err := json.Unmarshal(body, &wire); err != nil {
-		return nil, fmt.Errorf("matrix: undecodable GET /context response: %w", err)
-	}
-	return decodeContext(&wire), nil
+	return nil, false
 }
 
 // decodeContext turns the raw response into mautrix's shape.
@@ -122,9 +131,13 @@ func memberEvent(evt *event.Event) *event.Event {
 	if evt == nil || evt.Type.Type != event.StateMember.Type {
 		return nil
 	}
-	var m event.MemberEventContent
+	// Only the display name is read: a badly typed field elsewhere in the
+	// content must not cost the name (mautrix kept every field in a map).
+	var m struct {
+		Displayname string `json:"displayname"`
+	}
 	if json.Unmarshal(evt.Content.VeryRaw, &m) == nil {
-		evt.Content.Parsed = &m
+		evt.Content.Parsed = &event.MemberEventContent{Displayname: m.Displayname}
 	}
 	return evt
 }

@@ -26,7 +26,8 @@ func TestDecodeContext(t *testing.T) {
 	  ],
 	  "state": [
 	    {"event_id": "$m1", "type": "m.room.member", "state_key": "@a:hs", "sender": "@a:hs", "content": {"membership": "join", "displayname": "Ann"}},
-	    {"event_id": "$m2", "type": "m.room.member", "state_key": "@b:hs", "sender": "@b:hs", "content": {"membership": 7}},
+	    {"event_id": "$m2", "type": "m.room.member", "state_key": "@b:hs", "sender": "@b:hs", "content": {"membership": 7, "displayname": "Bo"}},
+	    {"event_id": "$m3", "type": "m.room.member", "state_key": "@c:hs", "sender": "@c:hs", "content": {"displayname": 9}},
 	    {"event_id": "$n", "type": "m.room.name", "state_key": "", "sender": "@a:hs", "content": {"name": "Room"}},
 	    []
 	  ]
@@ -66,15 +67,20 @@ func TestDecodeContext(t *testing.T) {
 	if e := got.EventsBefore[0]; e.Sender != "@a:hs" || e.RoomID != "!r:hs" {
 		t.Errorf("sender or room: %s %s", e.Sender, e.RoomID)
 	}
-	if len(got.State) != 2 {
-		t.Fatalf("member state: got %d events, want 2", len(got.State))
+	if len(got.State) != 3 {
+		t.Fatalf("member state: got %d events, want 3", len(got.State))
 	}
 	if m, ok := got.State[0].Content.Parsed.(*event.MemberEventContent); !ok || m.Displayname != "Ann" ||
 		got.State[0].StateKey == nil || *got.State[0].StateKey != "@a:hs" || got.State[0].Type != event.StateMember {
 		t.Errorf("member Ann: %+v", got.State[0])
 	}
-	if got.State[1].Content.Parsed != nil {
-		t.Errorf("malformed member content was parsed: %+v", got.State[1].Content.Parsed)
+	// A badly typed field elsewhere does not cost the name; a name that is
+	// no string gives none.
+	if m, ok := got.State[1].Content.Parsed.(*event.MemberEventContent); !ok || m.Displayname != "Bo" {
+		t.Errorf("member Bo with a malformed membership: %+v", got.State[1].Content.Parsed)
+	}
+	if got.State[2].Content.Parsed != nil {
+		t.Errorf("a numeric display name was parsed: %+v", got.State[2].Content.Parsed)
 	}
 }
 
@@ -89,9 +95,9 @@ func TestParseContextFastPathMatches(t *testing.T) {
 	  "state": [
 	    {"event_id": "$m", "type": "m.room.member", "state_key": "@a:hs", "content": {"displayname": "Ann", "membership": "join"}},
 	    {"event_id": "$t", "type": "m.room.topic", "state_key": "", "content": {"topic": "t"}}]}`
-	fast, err := parseContext([]byte(resp))
-	if err != nil {
-		t.Fatal(err)
+	fast, ok := parseContextFast([]byte(resp))
+	if !ok {
+		t.Fatal("a well-formed response did not take the one-pass path")
 	}
 	var w wireContext
 	if err := json.Unmarshal([]byte(resp), &w); err != nil {
@@ -102,6 +108,9 @@ func TestParseContextFastPathMatches(t *testing.T) {
 	}
 	if len(fast.EventsBefore) != 3 || len(fast.State) != 1 {
 		t.Fatalf("got %d events and %d member events", len(fast.EventsBefore), len(fast.State))
+	}
+	if _, ok := parseContextFast([]byte(`{"events_before": [{"origin_server_ts": "x"}]}`)); ok {
+		t.Fatal("a malformed event took the one-pass path")
 	}
 	if _, err := parseContext([]byte(`{"events_before": 5}`)); err == nil {
 		t.Fatal("an undecodable response gave no error")

@@ -52,6 +52,8 @@ type Source struct {
 	// verify is set when a /sync failed: the next response is checked
 	// room by room against the homeserver's history (see Next).
 	verify atomic.Bool
+	// answered is the next_batch of the last complete answer.
+	answered atomic.Value // string
 }
 
 // NewSource returns a sync source for c.
@@ -91,10 +93,19 @@ func (s *Source) VerifyNext() { s.verify.Store(true) }
 // room: the last /sync failed, or VerifyNext was called since.
 func (s *Source) VerifyPending() bool { return s.verify.Load() }
 
+// LastAnswer returns the next_batch of the last complete answer Next
+// returned, or "" if there was none. An answer is trusted only once it is
+// committed: a stop may trust the next start's first /sync only if the
+// committed cursor is this one.
+func (s *Source) LastAnswer() string {
+	last, _ := s.answered.Load().(string)
+	return last
+}
+
 // Next performs one /sync after prev and classifies it. Without a cursor
 // (or when prev has no completed baseline) the response is a baseline: its
 // timelines are recorded as anchors and never answered.
-func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages.SyncBatch, err error) {
+func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *messages.SyncBatch, err error) {
 	defer func() {
 		// Any failure may have been the homeserver's: check the next
 		// response room by room; a complete batch clears the check. A
@@ -103,6 +114,9 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 			return
 		}
 		s.verify.Store(err != nil)
+		if err == nil && batch != nil {
+			s.answered.Store(batch.Cursor.GetNextBatch())
+		}
 	}()
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
 	req := mautrix.ReqSync{FilterID: s.filterJSON}
@@ -132,7 +146,7 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (_ *messages
 	for room, last := range prev.GetLastEventIds() {
 		cur.LastEventIds[room] = last
 	}
-	batch := &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
+	batch = &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
 	rooms := make([]id.RoomID, 0, len(resp.Rooms.Join))
 	for room := range resp.Rooms.Join {
 		rooms = append(rooms, room)

@@ -140,9 +140,15 @@ func TestStoppingLeavesVerifyAlone(t *testing.T) {
 	}
 	src := NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{"!a:fake.test"}},
 		&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+	if src.LastAnswer() != "" {
+		t.Fatal("a new source reports an answer")
+	}
 	base, err := src.Next(ctx, &roompb.SyncCursor{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := src.LastAnswer(); got == "" || got != base.Cursor.GetNextBatch() {
+		t.Fatalf("LastAnswer %q after the baseline %q", got, base.Cursor.GetNextBatch())
 	}
 	cancelled := func(cause error) context.Context {
 		c, stop := context.WithCancelCause(ctx)
@@ -160,9 +166,12 @@ func TestStoppingLeavesVerifyAlone(t *testing.T) {
 		{"stopping, a check pending", cancelled(messages.ErrStopping), true, true},
 		{"a complete answer", ctx, false, false},
 	} {
-		_, err := src.Next(step.ctx, base.Cursor)
+		b, err := src.Next(step.ctx, base.Cursor)
 		if (err != nil) != step.fails {
 			t.Fatalf("%s: error %v", step.name, err)
+		}
+		if !step.fails && src.LastAnswer() != b.Cursor.GetNextBatch() {
+			t.Fatalf("%s: LastAnswer %q, answer %q", step.name, src.LastAnswer(), b.Cursor.GetNextBatch())
 		}
 		if got := src.VerifyPending(); got != step.want {
 			t.Fatalf("%s: VerifyPending = %v, want %v", step.name, got, step.want)

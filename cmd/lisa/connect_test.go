@@ -46,8 +46,8 @@ func TestConnectWaitsForTheHomeserver(t *testing.T) {
 	}
 	m := config.MatrixConfig{HomeserverURL: srv.URL, UserID: "@lisa:hs", DeviceID: "LISA"}
 	log := slog.New(slog.DiscardHandler)
-	if _, err := connect(context.Background(), m, "secret-token", nil, log, after); err != nil {
-		t.Fatal(err)
+	if _, waited, err := connect(context.Background(), m, "secret-token", nil, log, after); err != nil || !waited {
+		t.Fatalf("connect: %v, waited %v", err, waited)
 	}
 	if calls.Load() != 3 || len(waits) != 2 || waits[0] != time.Second || waits[1] != 4*time.Second {
 		t.Fatalf("calls %d, waits %v", calls.Load(), waits)
@@ -57,7 +57,7 @@ func TestConnectWaitsForTheHomeserver(t *testing.T) {
 	calls.Store(2)
 	device = "OTHER"
 	waits = nil
-	if _, err := connect(context.Background(), m, "secret-token", nil, log, after); err == nil || len(waits) != 0 {
+	if _, waited, err := connect(context.Background(), m, "secret-token", nil, log, after); err == nil || len(waits) != 0 || waited {
 		t.Fatalf("mismatch accepted or retried: %v, waits %v", err, waits)
 	}
 }

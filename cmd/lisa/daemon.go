@@ -89,6 +89,9 @@ type daemonDeps struct {
 	// fatal is called when part of the actor tree is gone for good; the
 	// process should then exit non-zero so its supervisor restarts it.
 	fatal func()
+	// homeserverWasDown: the session check had to wait for the homeserver,
+	// which may just have restarted.
+	homeserverWasDown bool
 }
 
 // startDaemon opens the store and starts the actor tree for res.
@@ -151,12 +154,16 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		Aliases:       cfg.Matrix.MentionAliases,
 		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
 	}, store, log, time.Now)
-	if cur, err := store.Cursor(); err == nil && cur.GetBaselineDone() && !clean {
+	if cur, err := store.Cursor(); err == nil && cur.GetBaselineDone() && (!clean || deps.homeserverWasDown) {
 		// A /sync may have failed in the run that crashed (the homeserver
-		// restarting), and that knowledge died with it.
+		// restarting), and that knowledge died with it; or the homeserver
+		// was just starting, when Dendrite may skip events in an answer.
 		source.VerifyNext()
-		log.Info("the previous run did not stop cleanly: the first sync answer is checked room by room against the homeserver",
-			"rooms", len(cfg.Matrix.AllowedRoomIDs))
+		msg := "the previous run did not stop cleanly: the first sync answer is checked room by room against the homeserver"
+		if clean {
+			msg = "the homeserver was not available at start: the first sync answer is checked room by room against it"
+		}
+		log.Info(msg, "rooms", len(cfg.Matrix.AllowedRoomIDs))
 	}
 	invocations := &sync.WaitGroup{}
 	invoker := invocation.WithTyping(deps.invoker(pool, met), deps.session, invocation.TypingLease{
@@ -262,7 +269,7 @@ func (d *daemon) stop(ctx context.Context) error {
 	defer cancel()
 	stopSync := d.sys.Root.StopFuture(d.sys.SyncPID())
 	d.sys.Root.Send(d.sys.RoomsPID(), &messages.Drain{})
-	_ = stopSync.Wait()
+	syncErr := stopSync.Wait()
 	for !d.idle() {
 		select {
 		case <-ctx.Done():
@@ -282,18 +289,36 @@ func (d *daemon) stop(ctx context.Context) error {
 	case <-waited:
 	case <-time.After(typingClearTimeout + time.Second):
 	}
-	// The sync stopped first; unless its last answer left a check pending,
-	// the next start may trust its first /sync.
-	if !d.source.VerifyPending() {
-		if merr := d.store.MarkCleanStop(); merr != nil && err == nil {
-			err = merr
+	clean := syncErr == nil && d.cleanSync()
+	if clean {
+		if merr := d.store.MarkCleanStop(); merr != nil {
+			clean = false
+			if err == nil {
+				err = merr
+			}
 		}
 	}
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}
-	d.log.Info("lisa stopped", "clean", !d.source.VerifyPending())
+	d.log.Info("lisa stopped", "clean", clean)
 	return err
+}
+
+// cleanSync reports whether the next start may trust its first /sync: the
+// sync has stopped, no check of an answer is pending, and the last answer
+// the source gave was committed (one dropped by a stopping or restarting
+// sync actor might have been a checked one).
+func (d *daemon) cleanSync() bool {
+	if d.source.VerifyPending() {
+		return false
+	}
+	last := d.source.LastAnswer()
+	if last == "" {
+		return true // no answer in this run: the cursor is as it was found
+	}
+	cur, err := d.store.Cursor()
+	return err == nil && cur.GetNextBatch() == last
 }
 
 // idle reports whether no room runs an invocation or delivers a reply.

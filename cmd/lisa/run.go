@@ -53,7 +53,7 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 		log.Info("pandoc found", "version", v)
 	}
 	m := res.Config.Matrix
-	session, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), matrixHTTPClient(res.Config.Runtime), log, time.After)
+	session, waited, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), matrixHTTPClient(res.Config.Runtime), log, time.After)
 	if err != nil {
 		log.Error("cannot start: Matrix session check failed", "err", err.Error())
 		return exitFailure
@@ -62,8 +62,9 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	defer cancel()
 	var lost atomic.Bool
 	deps := daemonDeps{
-		fatal:   func() { lost.Store(true); cancel() },
-		session: session,
+		fatal:             func() { lost.Store(true); cancel() },
+		session:           session,
+		homeserverWasDown: waited,
 		invoker: func(pool research.Runner, met *metrics.Metrics) invocation.Invoker {
 			return newAnswerer(res, session, log, pool, met)
 		},
@@ -103,14 +104,15 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 // overloaded or rate limiting, it waits and tries again (until ctx ends):
 // a daemon started before its homeserver must not give up. A wrong token,
 // user or device is final.
-func connect(ctx context.Context, m config.MatrixConfig, token string, hc *http.Client, log *slog.Logger, after func(time.Duration) <-chan time.Time) (*matrix.Client, error) {
+func connect(ctx context.Context, m config.MatrixConfig, token string, hc *http.Client, log *slog.Logger, after func(time.Duration) <-chan time.Time) (_ *matrix.Client, waited bool, _ error) {
 	delay := time.Second
 	for {
 		session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, token, hc)
 		var le *messages.Error
 		if err == nil || !errors.As(err, &le) || (le.Code != messages.CodeMatrixUnavailable && le.Code != messages.CodeMatrixRateLimit) {
-			return session, err
+			return session, waited, err
 		}
+		waited = true
 		wait := delay
 		if le.RetryAfter > 0 {
 			wait = min(le.RetryAfter, time.Minute)
@@ -118,7 +120,7 @@ func connect(ctx context.Context, m config.MatrixConfig, token string, hc *http.
 		log.Warn("homeserver not available yet; retrying the session check", "err", err.Error(), "retry_in_ms", wait.Milliseconds())
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, waited, err
 		case <-after(wait):
 		}
 		delay = min(2*delay, 30*time.Second)

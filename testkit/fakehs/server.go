@@ -317,7 +317,6 @@ func (s *Server) whoami(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"user_id": s.opts.UserID, "device_id": s.opts.DeviceID})
 }
 
-// wireEvent is an event in the client-server format.
 // wireJSON is wireEvent(e, true) encoded, kept on e: GET /context sends
 // the same events again at every invocation, and re-encoding them made the
 // fake compete with Lisa for the CPU in the benchmark. Call with s.mu held.
@@ -332,6 +331,7 @@ func (s *Server) wireJSON(e *Event) []byte {
 	return e.wire
 }
 
+// wireEvent is an event in the client-server format.
 func (s *Server) wireEvent(e *Event, withRoom bool) map[string]any {
 	m := map[string]any{
 		"type": e.Type, "event_id": e.ID, "sender": e.Sender,
