@@ -52,8 +52,10 @@ type Source struct {
 	// verify is set when a /sync failed: the next response is checked
 	// room by room against the homeserver's history (see Next).
 	verify atomic.Bool
-	// answered is the next_batch of the last complete answer.
-	answered atomic.Value // string
+	// checked is the next_batch of the last answer that was read back
+	// room by room, until a later request starts from it (the sync
+	// committed it).
+	checked atomic.Value // string
 }
 
 // NewSource returns a sync source for c.
@@ -93,19 +95,20 @@ func (s *Source) VerifyNext() { s.verify.Store(true) }
 // room: the last /sync failed, or VerifyNext was called since.
 func (s *Source) VerifyPending() bool { return s.verify.Load() }
 
-// LastAnswer returns the next_batch of the last complete answer Next
-// returned, or "" if there was none. An answer is trusted only once it is
-// committed: a stop may trust the next start's first /sync only if the
-// committed cursor is this one.
-func (s *Source) LastAnswer() string {
-	last, _ := s.answered.Load().(string)
-	return last
+// UncommittedCheck reports whether the last answer that was read back room
+// by room may not have been committed: no request has started from its
+// cursor since. Dropping such an answer (a sync actor stopping or
+// restarting) drops the check with it, so the next start must check again.
+func (s *Source) UncommittedCheck() bool {
+	c, _ := s.checked.Load().(string)
+	return c != ""
 }
 
 // Next performs one /sync after prev and classifies it. Without a cursor
 // (or when prev has no completed baseline) the response is a baseline: its
 // timelines are recorded as anchors and never answered.
 func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *messages.SyncBatch, err error) {
+	checked := false // this answer is read back room by room
 	defer func() {
 		// Any failure may have been the homeserver's: check the next
 		// response room by room; a complete batch clears the check. A
@@ -114,10 +117,13 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 			return
 		}
 		s.verify.Store(err != nil)
-		if err == nil && batch != nil {
-			s.answered.Store(batch.Cursor.GetNextBatch())
+		if err == nil && checked {
+			s.checked.Store(batch.Cursor.GetNextBatch())
 		}
 	}()
+	if c, _ := s.checked.Load().(string); c != "" && c == prev.GetNextBatch() {
+		s.checked.Store("") // committed: this request starts from it
+	}
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
 	req := mautrix.ReqSync{FilterID: s.filterJSON}
 	if !baseline {
@@ -137,6 +143,7 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 	// rooms and a next_batch past events it never delivered. Every allowed
 	// room is then read back from the homeserver to its last seen event.
 	verify := !baseline && s.verify.Load()
+	checked = verify
 	cur := &roompb.SyncCursor{
 		NextBatch:    resp.NextBatch,
 		BaselineDone: true,

@@ -306,19 +306,11 @@ func (d *daemon) stop(ctx context.Context) error {
 }
 
 // cleanSync reports whether the next start may trust its first /sync: the
-// sync has stopped, no check of an answer is pending, and the last answer
-// the source gave was committed (one dropped by a stopping or restarting
-// sync actor might have been a checked one).
+// sync has stopped, no check of an answer is pending, and the last checked
+// answer was committed (the sync actor drops an answer that arrives while
+// it stops, and a dropped checked answer takes its check with it).
 func (d *daemon) cleanSync() bool {
-	if d.source.VerifyPending() {
-		return false
-	}
-	last := d.source.LastAnswer()
-	if last == "" {
-		return true // no answer in this run: the cursor is as it was found
-	}
-	cur, err := d.store.Cursor()
-	return err == nil && cur.GetNextBatch() == last
+	return !d.source.VerifyPending() && !d.source.UncommittedCheck()
 }
 
 // idle reports whether no room runs an invocation or delivers a reply.
