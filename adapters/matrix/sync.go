@@ -36,7 +36,27 @@ type SyncOptions struct {
 	Aliases []string
 	// AllowedRooms are matrix.allowed_room_ids.
 	AllowedRooms []string
+	// ReadRetryDelay is the pause before the first repeat of a failed read
+	// inside one /sync answer (a page of a room's history, the sender of a
+	// replied-to event); it doubles per attempt. Zero means
+	// DefaultReadRetryDelay.
+	ReadRetryDelay time.Duration
 }
+
+// Reads made while handling one /sync answer (back-fill pages and reply
+// lookups) are repeated in place when they fail transiently: one failed
+// read fails the whole answer, and after a crash or a failed /sync the
+// answer reads back every allowed room, so without repeats a homeserver
+// that fails a few percent of requests could keep Lisa from ever
+// completing one.
+const (
+	// DefaultReadRetryDelay is ReadRetryDelay's default.
+	DefaultReadRetryDelay = 250 * time.Millisecond
+	// readAttempts bounds the attempts of one read.
+	readAttempts = 4
+	// maxReadRetryWait caps one pause, a homeserver's retry_after_ms included.
+	maxReadRetryWait = 2 * time.Second
+)
 
 // Source performs Lisa's controlled /sync: one request at a time with an
 // explicit since token, classification of the timelines, and back-fill of
@@ -245,10 +265,14 @@ func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor
 	var out []*event.Event
 	from := prevBatch
 	for range s.opts.GapPageLimit {
-		resp, err := s.c.cli.Messages(ctx, room, from, "", mautrix.DirectionBackward,
-			&mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, s.opts.TimelineLimit)
+		var resp *mautrix.RespMessages
+		err := s.read(ctx, func() (err error) {
+			resp, err = s.c.cli.Messages(ctx, room, from, "", mautrix.DirectionBackward,
+				&mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, s.opts.TimelineLimit)
+			return err
+		})
 		if err != nil {
-			return nil, false, Classify(err)
+			return nil, false, err
 		}
 		for _, evt := range resp.Chunk {
 			if anchor != "" && string(evt.ID) == anchor {
@@ -316,14 +340,61 @@ func (s *Source) isLisa(ctx context.Context, room, eventID string) (bool, error)
 	} else if ok {
 		return true, nil
 	}
-	evt, err := s.c.cli.GetEvent(ctx, id.RoomID(room), id.EventID(eventID))
-	if err != nil {
+	var evt *event.Event
+	err := s.read(ctx, func() (err error) {
+		evt, err = s.c.cli.GetEvent(ctx, id.RoomID(room), id.EventID(eventID))
 		if errors.Is(err, mautrix.MNotFound) || errors.Is(err, mautrix.MForbidden) {
-			return false, nil
+			return errNotLisas
 		}
-		return false, Classify(err)
+		return err
+	})
+	if errors.Is(err, errNotLisas) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
 	}
 	return evt.Sender == s.c.cli.UserID && (evt.RoomID == "" || evt.RoomID == id.RoomID(room)), nil
+}
+
+// errNotLisas ends a reply lookup whose target the homeserver does not
+// show Lisa: it is not hers.
+var errNotLisas = errors.New("matrix: the replied-to event is not visible")
+
+// read runs one idempotent read, repeating it after a transient failure
+// (up to readAttempts, with a doubling pause, or the homeserver's
+// retry_after_ms when it names one, capped at maxReadRetryWait). A
+// permanent failure, errNotLisas and the end of ctx are returned at once.
+// The error returned is classified.
+func (s *Source) read(ctx context.Context, do func() error) error {
+	delay := s.opts.ReadRetryDelay
+	if delay <= 0 {
+		delay = DefaultReadRetryDelay
+	}
+	for attempt := 1; ; attempt++ {
+		err := do()
+		if err == nil || errors.Is(err, errNotLisas) {
+			return err
+		}
+		le := Classify(err)
+		if le.Permanent || attempt >= readAttempts || ctx.Err() != nil {
+			return le
+		}
+		wait := delay
+		if le.RetryAfter > 0 {
+			wait = le.RetryAfter
+		}
+		wait = min(wait, maxReadRetryWait)
+		s.log.Debug("homeserver read failed; repeating it", "code", le.Code, "attempt", attempt, "wait_ms", wait.Milliseconds())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return le
+		case <-t.C:
+		}
+		delay *= 2
+	}
 }
 
 func ownEvent(room id.RoomID, evt *event.Event) messages.OwnEvent {

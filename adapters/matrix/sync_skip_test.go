@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -175,5 +176,92 @@ func TestStoppingLeavesVerifyAlone(t *testing.T) {
 		if got := src.VerifyPending(); got != step.want {
 			t.Fatalf("%s: VerifyPending = %v, want %v", step.name, got, step.want)
 		}
+	}
+}
+
+// TestVerifyRepeatsFailedReads: after an unclean stop the first answer
+// reads every allowed room back, and one failed read fails the whole
+// answer. A read that fails transiently is repeated in place, so a
+// homeserver that fails some requests still lets the check complete (at a
+// 40 % failure rate, seven reads that each had to succeed at once kept
+// Lisa from ever completing one in a chaos campaign). A homeserver that
+// keeps failing fails the answer, and the check stays pending.
+func TestVerifyRepeatsFailedReads(t *testing.T) {
+	const (
+		bot, device, token = "@lisa:fake.test", "LISA", "fake-token"
+		human              = "@ann:fake.test"
+		roomA, roomB       = "!a:fake.test", "!b:fake.test"
+	)
+	for _, c := range []struct {
+		name     string
+		failures int // GET /messages requests that fail with 503
+		ok       bool
+	}{
+		{"no failures", 0, true},
+		{"three failures, each read repeated", 3, true},
+		{"every attempt of the first read fails", readAttempts, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			hs := fakehs.New(fakehs.Options{UserID: bot, DeviceID: device, Token: token})
+			if err := hs.Listen(); err != nil {
+				t.Fatal(err)
+			}
+			defer hs.Close()
+			hs.CreateRoom(roomA, map[string]string{human: "Ann"})
+			hs.CreateRoom(roomB, map[string]string{human: "Ann"})
+			cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newSource := func() *Source {
+				return NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 20, GapPageLimit: 5,
+					AllowedRooms: []string{roomA, roomB}, ReadRetryDelay: time.Millisecond},
+					&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+			}
+			base, err := newSource().Next(ctx, &roompb.SyncCursor{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, room := range []string{roomA, roomB} {
+				content := map[string]any{"msgtype": "m.text", "body": "Lisa, in " + room + "?", "m.mentions": map[string]any{"user_ids": []string{bot}}}
+				if _, _, err := hs.Post(room, human, content); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hs.SkipSyncs(1) // the answer hides both mentions
+			src := newSource()
+			src.VerifyNext()
+			hs.FailMessages(c.failures)
+			before := hs.Counts()["messages"]
+			b, err := src.Next(ctx, base.Cursor)
+			reads := hs.Counts()["messages"] - before
+			if !c.ok {
+				var le *messages.Error
+				if err == nil || !errors.As(err, &le) || le.Permanent {
+					t.Fatalf("want a transient failure, got %v", err)
+				}
+				if reads != readAttempts {
+					t.Fatalf("%d reads, want %d attempts of the first", reads, readAttempts)
+				}
+				if !src.VerifyPending() {
+					t.Fatal("a failed check is no longer pending")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Candidates) != 2 {
+				t.Fatalf("%d candidates, want the 2 hidden mentions", len(b.Candidates))
+			}
+			if want := 2 + c.failures; reads != want {
+				t.Fatalf("%d reads, want one per room plus one per failure (%d)", reads, want)
+			}
+			if src.VerifyPending() {
+				t.Fatal("a complete check is still pending")
+			}
+		})
 	}
 }

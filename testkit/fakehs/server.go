@@ -81,6 +81,8 @@ type Server struct {
 	nextID  int64
 	// failSyncs and skipSyncs are /sync faults still to inject.
 	failSyncs, skipSyncs int
+	// failMessages counts GET /messages requests still to fail.
+	failMessages int
 
 	hs     *http.Server
 	url    string
@@ -192,6 +194,14 @@ func (s *Server) Post(roomID, sender string, content any) (string, time.Time, er
 func (s *Server) FailSyncs(n int) {
 	s.mu.Lock()
 	s.failSyncs += n
+	s.mu.Unlock()
+}
+
+// FailMessages makes the next n GET /messages requests fail with 503, as
+// a homeserver that is restarting or overloaded does.
+func (s *Server) FailMessages(n int) {
+	s.mu.Lock()
+	s.failMessages += n
 	s.mu.Unlock()
 }
 
@@ -651,6 +661,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	limit := limitOf(r, 10)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failMessages > 0 {
+		s.failMessages--
+		writeErr(w, http.StatusServiceUnavailable, "M_UNKNOWN", "fakehs: injected /messages failure")
+		return
+	}
 	rm := s.rooms[r.PathValue("room")]
 	if rm == nil {
 		writeErr(w, http.StatusForbidden, "M_FORBIDDEN", "not in room")
