@@ -165,20 +165,27 @@ func TestRespawnBackoffStartsOverAfterAQuietWindow(t *testing.T) {
 	}))
 	defer func() { _ = sys.Root.StopFuture(sup).Wait() }()
 	id := sup.Id + "/!a:hs"
-	crashAndAwait := func(n int) {
+	// awaitRunning waits until incarnation n exists: the respawn that
+	// started it has been handled, so the supervisor has recorded its
+	// start time.
+	awaitRunning := func(n int) time.Time {
 		t.Helper()
-		// Wait for the incarnation to exist, crash it, wait for the
-		// respawn to be scheduled.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			if _, ok := sys.ProcessRegistry.GetLocal(id); ok && len(clk.asked()) == n-1 {
-				break
+				return deadline
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("room not running before crash %d (delays %v)", n, clk.asked())
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+	crashAndAwait := func(n int) {
+		t.Helper()
+		// Wait for the incarnation to exist, crash it, wait for the
+		// respawn to be scheduled.
+		deadline := awaitRunning(n)
 		sys.Root.Send(actor.NewPID(sys.Address(), id), &crash{})
 		for len(clk.asked()) < n {
 			if time.Now().After(deadline) {
@@ -190,6 +197,9 @@ func TestRespawnBackoffStartsOverAfterAQuietWindow(t *testing.T) {
 	crashAndAwait(1)
 	crashAndAwait(2)
 	crashAndAwait(3)
+	// The quiet window counts from the respawn, so advance only after it
+	// was handled (advancing before it made the test flaky).
+	awaitRunning(4)
 	clk.advance(time.Minute)
 	crashAndAwait(4)
 	crashAndAwait(5)
