@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
@@ -32,6 +33,11 @@ type Badger struct {
 
 var _ Store = (*Badger)(nil)
 
+// emptyValueLog is the text of the error (ristretto's z.NewFile, wrapped
+// without %w) with which Badger fails to open a store whose newest
+// value-log file is empty.
+const emptyValueLog = "Create a new file"
+
 // OpenBadger opens (creating if needed) the database in dir.
 func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	opts := badger.DefaultOptions(dir).
@@ -46,6 +52,15 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2)
 	db, err := badger.Open(opts)
+	if err != nil && strings.Contains(err.Error(), emptyValueLog) {
+		// A crash right after Badger created a value-log file, before it
+		// wrote the file's header, leaves it empty; the next open writes
+		// the header and then fails anyway (badger v4.9.6 returns the
+		// "new file" marker as an error). The file is whole now: open
+		// once more instead of failing a start after a crash.
+		badgerLogger{o.Logger}.Warningf("the store's newest value-log file was empty after a crash; opening again")
+		db, err = badger.Open(opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open badger at %s: %w", dir, err)
 	}
