@@ -120,6 +120,24 @@ type tracked struct {
 	reg                        *Registry
 	since                      time.Time
 	posted, received, failures atomic.Int64
+
+	// protoactor's spawn adds the new process to the registry before it
+	// gives the mailbox its dispatcher, and a message posted in between
+	// dereferences the missing dispatcher: the process dies. A send to a
+	// PID whose actor has stopped resolves its name again and can reach a
+	// successor of the same name in exactly that window (a room's effect
+	// finishing while the room is spawned again; seen once in a chaos
+	// campaign). Messages posted before the handlers are registered wait
+	// in pending and follow, in order, once they are.
+	ready   atomic.Bool
+	mu      sync.Mutex
+	pending []pendingMessage
+}
+
+// pendingMessage is a message posted before the mailbox could run.
+type pendingMessage struct {
+	msg    any
+	system bool
 }
 
 func (m *tracked) RegisterHandlers(inv actor.MessageInvoker, d actor.Dispatcher) {
@@ -129,11 +147,44 @@ func (m *tracked) RegisterHandlers(inv actor.MessageInvoker, d actor.Dispatcher)
 		m.reg.mailboxes.Store(c.Self().Id, m)
 	}
 	m.Mailbox.RegisterHandlers(&invoker{MessageInvoker: inv, mb: m}, d)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.pending {
+		if p.system {
+			m.Mailbox.PostSystemMessage(p.msg)
+		} else {
+			m.Mailbox.PostUserMessage(p.msg)
+		}
+	}
+	m.pending = nil
+	m.ready.Store(true)
+}
+
+// held keeps msg for later if the handlers are not registered yet.
+func (m *tracked) held(msg any, system bool) bool {
+	if m.ready.Load() {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ready.Load() {
+		return false
+	}
+	m.pending = append(m.pending, pendingMessage{msg: msg, system: system})
+	return true
 }
 
 func (m *tracked) PostUserMessage(msg any) {
 	m.posted.Add(1)
-	m.Mailbox.PostUserMessage(msg)
+	if !m.held(msg, false) {
+		m.Mailbox.PostUserMessage(msg)
+	}
+}
+
+func (m *tracked) PostSystemMessage(msg any) {
+	if !m.held(msg, true) {
+		m.Mailbox.PostSystemMessage(msg)
+	}
 }
 
 type invoker struct {
