@@ -190,6 +190,16 @@ type RuntimeConfig struct {
 	// AdminSocket is the Unix socket of the debug shell and health check.
 	// Empty means "admin.sock" inside DataDir (see [Config.WithDefaults]).
 	AdminSocket string `koanf:"admin_socket"`
+	// RoomQueueLimit caps the unfinished invocations one room holds; a
+	// mention beyond it is refused (one in-character overload reply per
+	// burst, then only a log line).
+	RoomQueueLimit int `koanf:"room_queue_limit"`
+	// SenderRateLimit caps the invocations one member may queue in a room
+	// within SenderRateWindowSeconds; 0 turns the per-sender limit off.
+	SenderRateLimit int `koanf:"sender_rate_limit"`
+	// SenderRateWindowSeconds is the window of SenderRateLimit, and the
+	// shortest time between two overload replies in a room.
+	SenderRateWindowSeconds int `koanf:"sender_rate_window_seconds"`
 	// MetricsListen is the loopback host:port of the Prometheus endpoint
 	// (/metrics). Empty turns it off. Non-loopback addresses are refused.
 	MetricsListen string `koanf:"metrics_listen"`
@@ -199,6 +209,9 @@ type RuntimeConfig struct {
 func (r RuntimeConfig) InvocationTimeout() time.Duration {
 	return seconds(r.InvocationTimeoutSeconds)
 }
+
+// SenderRateWindow returns SenderRateWindowSeconds as a duration.
+func (r RuntimeConfig) SenderRateWindow() time.Duration { return seconds(r.SenderRateWindowSeconds) }
 
 // ShutdownGrace returns ShutdownGraceSeconds as a duration.
 func (r RuntimeConfig) ShutdownGrace() time.Duration { return seconds(r.ShutdownGraceSeconds) }

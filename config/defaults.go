@@ -57,6 +57,9 @@ func Default() Config {
 			MaxConcurrentRooms:       3,
 			InvocationTimeoutSeconds: 180,
 			ShutdownGraceSeconds:     20,
+			RoomQueueLimit:           20,
+			SenderRateLimit:          6,
+			SenderRateWindowSeconds:  60,
 			LogLevel:                 "info",
 		},
 	}

@@ -103,6 +103,13 @@ const (
 	MaxInvocationTimeoutSeconds = 3_600
 	// MaxShutdownGraceSeconds bounds runtime.shutdown_grace_seconds.
 	MaxShutdownGraceSeconds = 300
+	// MaxRoomQueueLimit bounds runtime.room_queue_limit: every queued
+	// invocation keeps its message (up to 64 KiB) in memory and on disk.
+	MaxRoomQueueLimit = 1_000
+	// MaxSenderRateLimit bounds runtime.sender_rate_limit.
+	MaxSenderRateLimit = 1_000
+	// MaxSenderRateWindowSeconds bounds runtime.sender_rate_window_seconds.
+	MaxSenderRateWindowSeconds = 86_400
 	// MaxUnixSocketPathBytes is the longest path a Unix domain socket can
 	// be bound to on Linux: sun_path holds 108 bytes including the
 	// terminating NUL. runtime.admin_socket is checked against it.

@@ -191,6 +191,9 @@ func (r RuntimeConfig) validate(ps *Problems) {
 	checkRange(ps, "runtime.max_concurrent_rooms", r.MaxConcurrentRooms, 1, MaxConcurrentRooms)
 	checkRange(ps, "runtime.invocation_timeout_seconds", r.InvocationTimeoutSeconds, 1, MaxInvocationTimeoutSeconds)
 	checkRange(ps, "runtime.shutdown_grace_seconds", r.ShutdownGraceSeconds, 1, MaxShutdownGraceSeconds)
+	checkRange(ps, "runtime.room_queue_limit", r.RoomQueueLimit, 1, MaxRoomQueueLimit)
+	checkRange(ps, "runtime.sender_rate_limit", r.SenderRateLimit, 0, MaxSenderRateLimit)
+	checkRange(ps, "runtime.sender_rate_window_seconds", r.SenderRateWindowSeconds, 1, MaxSenderRateWindowSeconds)
 	switch strings.ToLower(r.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:

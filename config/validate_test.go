@@ -191,6 +191,12 @@ func TestValidateRules(t *testing.T) {
 		{"invocation timeout high", func(c *Config) { c.Runtime.InvocationTimeoutSeconds = MaxInvocationTimeoutSeconds + 1 }, "runtime.invocation_timeout_seconds", "between"},
 		{"shutdown grace zero", func(c *Config) { c.Runtime.ShutdownGraceSeconds = 0 }, "runtime.shutdown_grace_seconds", "between"},
 		{"shutdown grace high", func(c *Config) { c.Runtime.ShutdownGraceSeconds = MaxShutdownGraceSeconds + 1 }, "runtime.shutdown_grace_seconds", "between"},
+		{"room queue zero", func(c *Config) { c.Runtime.RoomQueueLimit = 0 }, "runtime.room_queue_limit", "between"},
+		{"room queue high", func(c *Config) { c.Runtime.RoomQueueLimit = MaxRoomQueueLimit + 1 }, "runtime.room_queue_limit", "between"},
+		{"sender rate negative", func(c *Config) { c.Runtime.SenderRateLimit = -1 }, "runtime.sender_rate_limit", "between"},
+		{"sender rate high", func(c *Config) { c.Runtime.SenderRateLimit = MaxSenderRateLimit + 1 }, "runtime.sender_rate_limit", "between"},
+		{"sender window zero", func(c *Config) { c.Runtime.SenderRateWindowSeconds = 0 }, "runtime.sender_rate_window_seconds", "between"},
+		{"sender window high", func(c *Config) { c.Runtime.SenderRateWindowSeconds = MaxSenderRateWindowSeconds + 1 }, "runtime.sender_rate_window_seconds", "between"},
 
 		// Consistency between keys.
 		{"event chars above context chars", func(c *Config) {

@@ -54,14 +54,20 @@ type Ledger interface {
 }
 
 // TakenFromInbox names the inbox entry a journal event takes in: a queued
-// invocation consumes its candidate's entry. ok is false for every other
-// event.
+// or refused invocation consumes its candidate's entry. ok is false for
+// every other event.
 func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
-	q, isQueued := ev.(*roompb.InvocationQueued)
-	if !isQueued || q.GetCandidate().GetRoomId() == "" || q.GetCandidate().GetEventId() == "" {
+	var c *roompb.Candidate
+	switch e := ev.(type) {
+	case *roompb.InvocationQueued:
+		c = e.GetCandidate()
+	case *roompb.InvocationRefused:
+		c = e.GetCandidate()
+	}
+	if c.GetRoomId() == "" || c.GetEventId() == "" {
 		return "", "", false
 	}
-	return q.GetCandidate().GetRoomId(), q.GetCandidate().GetEventId(), true
+	return c.GetRoomId(), c.GetEventId(), true
 }
 
 // BotEvents records the events Lisa sent, so replies to Lisa are recognised

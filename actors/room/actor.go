@@ -401,10 +401,18 @@ func (r *roomActor) status() *messages.RoomStatus {
 // two states can be compared as text.
 func Digest(s *State) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "next=%d answered=%d failed=%d abandoned=%d duplicates=%d\n", s.NextIndex, s.Answered, s.FailedAttempts, s.Abandoned, s.Duplicates)
+	fmt.Fprintf(&b, "next=%d answered=%d failed=%d abandoned=%d duplicates=%d", s.NextIndex, s.Answered, s.FailedAttempts, s.Abandoned, s.Duplicates)
+	if s.Refused > 0 || s.NoticeAtMs > 0 {
+		fmt.Fprintf(&b, " refused=%d notice_at_ms=%d", s.Refused, s.NoticeAtMs)
+	}
+	b.WriteByte('\n')
 	for _, inv := range s.Queue {
-		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d held_until_ms=%d\n",
+		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d held_until_ms=%d",
 			inv.EventID(), inv.Attempts, inv.Ready, inv.IsError, inv.TxnID, inv.LastCode, len(inv.Content), inv.HeldUntilMs)
+		if inv.Notice {
+			b.WriteString(" notice")
+		}
+		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
 	return b.String()
@@ -452,6 +460,13 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
 	case *roompb.InvocationDuplicate:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
+	case *roompb.InvocationRefused:
+		// Never silent: the refusal is logged at WARN with its reason and
+		// the hashed sender, whether or not it got a notice.
+		attrs = append(attrs, "event", messages.EventID(e.GetCandidate().GetEventId()), "sender", messages.Hash(e.GetCandidate().GetSender()),
+			"reason", e.GetReason(), "notice", len(e.GetNoticeContent()) > 0)
+		r.cfg.Logger.Warn("invocation refused: room overloaded", attrs...)
+		return
 	}
 	r.cfg.Logger.Info("invocation transition", attrs...)
 }

@@ -153,6 +153,8 @@ func Describe(v any) string {
 		return fmt.Sprintf("InvocationQueued %s trigger=%s", v.GetCandidate().GetEventId(), v.GetCandidate().GetTrigger())
 	case *roompb.InvocationDuplicate:
 		return "InvocationDuplicate " + v.GetEventId()
+	case *roompb.InvocationRefused:
+		return fmt.Sprintf("InvocationRefused %s reason=%s notice=%v", v.GetCandidate().GetEventId(), v.GetReason(), len(v.GetNoticeContent()) > 0)
 	case *roompb.InvocationStarted:
 		return fmt.Sprintf("InvocationStarted %s attempt=%d", v.GetEventId(), v.GetAttempt())
 	case *roompb.InvocationFailed:

@@ -55,6 +55,25 @@ type Policy struct {
 	// ErrorReply renders the persona's in-character error as the exact
 	// content of a reply to eventID. It must be deterministic.
 	ErrorReply func(roomID, eventID string) []byte
+	// MaxQueue caps the room's unfinished invocations
+	// (runtime.room_queue_limit); a candidate beyond it is refused. Zero
+	// means no cap.
+	MaxQueue int
+	// SenderLimit caps the invocations one sender may queue in a room
+	// within SenderWindow (runtime.sender_rate_limit,
+	// runtime.sender_rate_window_seconds); a candidate beyond it is
+	// refused. Zero means no cap.
+	SenderLimit  int
+	SenderWindow time.Duration
+	// NoticeEvery is the shortest time between two overload notices of a
+	// room: the first refused candidate of a burst gets OverloadReply,
+	// the rest of the burst is refused with a log line only. Zero gives
+	// every refused candidate a notice.
+	NoticeEvery time.Duration
+	// OverloadReply renders the persona's overload message as the exact
+	// content of a reply to eventID; nil falls back to ErrorReply. It must
+	// be deterministic.
+	OverloadReply func(roomID, eventID string) []byte
 }
 
 // phase is the head invocation's volatile progress; it is never persisted
@@ -89,6 +108,10 @@ type Machine struct {
 	unsure bool
 	// sendFailures counts consecutive send failures of the head.
 	sendFailures int
+	// queuedBy holds, per sender, when their invocations of the last
+	// SenderWindow were queued, oldest first. It is volatile: a restart
+	// forgives past bursts, which costs at most one more window.
+	queuedBy map[string][]int64
 }
 
 // NewMachine returns a machine with empty state.
@@ -135,6 +158,7 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		out.effect(LoadInbox{})
 	case InboxLoaded:
 		batch := map[string]bool{}
+		queued, noticed := 0, false
 		for _, c := range in.Candidates {
 			id := c.GetEventId()
 			if c.GetRoomId() != m.policy.RoomID || id == "" {
@@ -150,6 +174,13 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 			// The journal removes the inbox entry in the same write
 			// (persistence.TakenFromInbox): one durable write, not two.
 			batch[id] = true
+			if ref := m.refuse(c, m.pending()+queued, noticed, ms); ref != nil {
+				noticed = noticed || len(ref.NoticeContent) > 0
+				out.event(ref)
+				continue
+			}
+			m.countSender(c.GetSender(), ms)
+			queued++
 			out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
 		}
 	case SlotGranted:
@@ -302,6 +333,100 @@ func (m *Machine) Pump(now time.Time) Output {
 		out.effect(StartInvocation{Candidate: head.Candidate, Attempt: m.attempt, Deadline: m.deadline(head, now)})
 	}
 	return out
+}
+
+// refuse returns the journal event that refuses candidate c, or nil when
+// c may be queued: the room already holds queueLen unfinished
+// invocations, and noticed says an overload notice was already given in
+// this step. Only the first refusal of a burst carries a notice; it
+// answers the refused event itself, so exactly-once holds for it too.
+func (m *Machine) refuse(c *roompb.Candidate, queueLen int, noticed bool, ms int64) *roompb.InvocationRefused {
+	reason := ""
+	switch {
+	case m.policy.MaxQueue > 0 && queueLen >= m.policy.MaxQueue:
+		reason = RefusedQueueFull
+	case m.policy.SenderLimit > 0 && m.senderCount(c.GetSender(), ms) >= m.policy.SenderLimit:
+		reason = RefusedSenderRate
+	default:
+		return nil
+	}
+	ref := &roompb.InvocationRefused{
+		// Only what identifies the event is kept: a refused body
+		// must not cost journal space.
+		Candidate: &roompb.Candidate{
+			RoomId: c.GetRoomId(), EventId: c.GetEventId(), Sender: c.GetSender(),
+			OriginTsMs: c.GetOriginTsMs(), Trigger: c.GetTrigger(), InboxSeq: c.GetInboxSeq(),
+		},
+		Reason:      reason,
+		RefusedAtMs: ms,
+	}
+	if !noticed && !m.noticePending() && (m.NoticeAtMs == 0 || ms-m.NoticeAtMs >= m.policy.NoticeEvery.Milliseconds()) {
+		reply := m.policy.OverloadReply
+		if reply == nil {
+			reply = m.policy.ErrorReply
+		}
+		ref.NoticeTxnId = string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(c.GetEventId()+"#overload")))
+		ref.NoticeContent = reply(m.policy.RoomID, c.GetEventId())
+	}
+	return ref
+}
+
+// Reasons a candidate is refused (roompb.InvocationRefused.reason).
+const (
+	RefusedQueueFull  = "queue_full"
+	RefusedSenderRate = "sender_rate"
+)
+
+// pending counts the unfinished invocations that count against MaxQueue:
+// every queued one but overload notices.
+func (m *Machine) pending() int {
+	n := 0
+	for _, inv := range m.Queue {
+		if !inv.Notice {
+			n++
+		}
+	}
+	return n
+}
+
+// noticePending reports whether an overload notice waits in the queue: a
+// burst that outlasts NoticeEvery still gets only one.
+func (m *Machine) noticePending() bool {
+	for _, inv := range m.Queue {
+		if inv.Notice {
+			return true
+		}
+	}
+	return false
+}
+
+// senderCount returns how many invocations sender queued in this room
+// within the last SenderWindow, dropping older ones.
+func (m *Machine) senderCount(sender string, ms int64) int {
+	times := m.queuedBy[sender]
+	from := ms - m.policy.SenderWindow.Milliseconds()
+	i := 0
+	for i < len(times) && times[i] <= from {
+		i++
+	}
+	if i == len(times) {
+		delete(m.queuedBy, sender)
+		return 0
+	}
+	m.queuedBy[sender] = times[i:]
+	return len(times) - i
+}
+
+// countSender records that sender queued an invocation at ms.
+func (m *Machine) countSender(sender string, ms int64) {
+	if m.policy.SenderLimit <= 0 {
+		return
+	}
+	if m.queuedBy == nil {
+		m.queuedBy = map[string][]int64{}
+	}
+	m.senderCount(sender, ms) // prune first: the slice stays within the limit
+	m.queuedBy[sender] = append(m.queuedBy[sender], ms)
 }
 
 // deadline is when the head invocation must be done: its first attempt's

@@ -90,6 +90,14 @@ func cands(ids ...string) InboxLoaded {
 	return in
 }
 
+func senderCands(sender string, ids ...string) InboxLoaded {
+	in := cands(ids...)
+	for _, c := range in.Candidates {
+		c.Sender = sender
+	}
+	return in
+}
+
 func transient(code messages.Code) *messages.Error { return &messages.Error{Code: code} }
 
 func TestMachineGolden(t *testing.T) {
@@ -255,6 +263,46 @@ func TestMachineGolden(t *testing.T) {
 		// The homeserver stored it late after all: found, never sent a
 		// third time.
 		d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra", LookedAt: second.Add(3 * time.Minute), QuietSince: second})
+	}
+	// A flood: the queue cap and the per-sender rate refuse candidates,
+	// and only the first refusal of a burst gets the overload notice,
+	// right behind the running head.
+	overload := testPolicy()
+	overload.MaxQueue, overload.SenderLimit, overload.SenderWindow, overload.NoticeEvery = 3, 2, time.Minute, time.Minute
+	overload.OverloadReply = func(room, event string) []byte { return []byte(`{"body":"busy","re":"` + event + `"}`) }
+	policies["overload_queue_full"], policies["overload_sender_rate"] = overload, overload
+	scenarios["overload_queue_full"] = func(t *testing.T, d *driver) {
+		d.feed(t, senderCands("@a:hs", "$a1"))
+		d.feed(t, senderCands("@b:hs", "$b1"))
+		d.feed(t, SlotGranted{})
+		// Three queued; the fourth and fifth are refused, the fourth
+		// with the notice.
+		d.feed(t, senderCands("@c:hs", "$c1", "$c2", "$c3"))
+		d.feed(t, senderCands("@c:hs", "$c3")) // redelivered: known, not refused twice
+		d.feed(t, InvocationDone{EventID: "$a1", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+		d.feed(t, SendDone{EventID: "$a1", ReplyEventID: "$ra1"})
+		d.feed(t, SendDone{EventID: "$c2", ReplyEventID: "$busy"})
+		// Still within NoticeEvery: refused without a second notice.
+		d.feed(t, senderCands("@d:hs", "$d1", "$d2"))
+		d.crash(t)
+		d.feed(t, Recovered{})
+		// Once NoticeEvery has passed, a new burst gets a new notice.
+		d.now = d.now.Add(time.Minute)
+		d.feed(t, senderCands("@d:hs", "$d3"))
+		d.feed(t, SlotGranted{})
+		d.feed(t, InvocationDone{EventID: "$b1", Attempt: 1, Content: []byte(`{"body":"B"}`)})
+		d.feed(t, SendDone{EventID: "$b1", ReplyEventID: "$rb1"})
+		d.feed(t, SendDone{EventID: "$d3", ReplyEventID: "$busy2"})
+	}
+	scenarios["overload_sender_rate"] = func(t *testing.T, d *driver) {
+		d.feed(t, senderCands("@spam:hs", "$s1", "$s2", "$s3", "$s4"))
+		d.feed(t, senderCands("@u:hs", "$u1")) // others are not limited
+		d.feed(t, SlotGranted{})
+		d.feed(t, InvocationDone{EventID: "$s1", Attempt: 1, Content: []byte(`{"body":"S"}`)})
+		d.feed(t, SendDone{EventID: "$s1", ReplyEventID: "$rs1"})
+		d.feed(t, SendDone{EventID: "$s3", ReplyEventID: "$busy"})
+		d.now = d.now.Add(time.Minute) // the window passes
+		d.feed(t, senderCands("@spam:hs", "$s5"))
 	}
 	for name, run := range scenarios {
 		t.Run(name, func(t *testing.T) {

@@ -31,6 +31,8 @@ type Invocation struct {
 	TxnID       string
 	Content     []byte
 	IsError     bool
+	// Notice marks the overload notice of a refused candidate.
+	Notice bool
 }
 
 // EventID returns the invoking event's ID.
@@ -46,7 +48,10 @@ type State struct {
 	// Recent holds the event IDs of the latest finished invocations.
 	Recent []string
 	// Counters.
-	Answered, FailedAttempts, Abandoned, Duplicates uint64
+	Answered, FailedAttempts, Abandoned, Duplicates, Refused uint64
+	// NoticeAtMs is when the latest overload notice was queued (see
+	// roompb.InvocationRefused).
+	NoticeAtMs int64
 	// LastReplyAtMs is when the latest reply was confirmed sent.
 	LastReplyAtMs int64
 }
@@ -87,14 +92,19 @@ func (s *State) finish(eventID string) error {
 	for i, inv := range s.Queue {
 		if inv.EventID() == eventID {
 			s.Queue = append(s.Queue[:i:i], s.Queue[i+1:]...)
-			s.Recent = append(s.Recent, eventID)
-			if len(s.Recent) > RecentLimit {
-				s.Recent = append([]string(nil), s.Recent[len(s.Recent)-RecentLimit:]...)
-			}
+			s.remember(eventID)
 			return nil
 		}
 	}
 	return fmt.Errorf("room: journal finishes unknown invocation %s", messages.Hash(eventID))
+}
+
+// remember notes a finished invocation's event ID among the recent ones.
+func (s *State) remember(eventID string) {
+	s.Recent = append(s.Recent, eventID)
+	if len(s.Recent) > RecentLimit {
+		s.Recent = append([]string(nil), s.Recent[len(s.Recent)-RecentLimit:]...)
+	}
 }
 
 // Apply folds one journal event into the state. It is deterministic and
@@ -106,6 +116,22 @@ func (s *State) Apply(ev proto.Message) error {
 		s.Queue = append(s.Queue, &Invocation{Candidate: e.GetCandidate(), QueuedAtMs: e.GetQueuedAtMs()})
 	case *roompb.InvocationDuplicate:
 		s.Duplicates++
+	case *roompb.InvocationRefused:
+		s.Refused++
+		c := e.GetCandidate()
+		if len(e.GetNoticeContent()) == 0 {
+			s.remember(c.GetEventId())
+			break
+		}
+		// The notice goes right behind the head, which may be running:
+		// the flood it answers must not delay it further.
+		notice := &Invocation{
+			Candidate: c, QueuedAtMs: e.GetRefusedAtMs(), ReadyAtMs: e.GetRefusedAtMs(),
+			Ready: true, IsError: true, Notice: true, TxnID: e.GetNoticeTxnId(), Content: e.GetNoticeContent(),
+		}
+		at := min(1, len(s.Queue))
+		s.Queue = append(s.Queue[:at], append([]*Invocation{notice}, s.Queue[at:]...)...)
+		s.NoticeAtMs = e.GetRefusedAtMs()
 	case *roompb.InvocationStarted:
 		inv, err := s.find(e.GetEventId())
 		if err != nil {
@@ -165,6 +191,8 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 		Abandoned:      s.Abandoned,
 		Duplicates:     s.Duplicates,
 		LastReplyAtMs:  s.LastReplyAtMs,
+		Refused:        s.Refused,
+		NoticeAtMs:     s.NoticeAtMs,
 	}
 	for _, inv := range s.Queue {
 		snap.Queue = append(snap.Queue, &roompb.Invocation{
@@ -180,6 +208,7 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 			FirstStartedAtMs: inv.FirstStartedAtMs,
 			ReadyAtMs:        inv.ReadyAtMs,
 			HeldUntilMs:      inv.HeldUntilMs,
+			Notice:           inv.Notice,
 		})
 	}
 	return snap
@@ -195,6 +224,8 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 		Abandoned:      snap.GetAbandoned(),
 		Duplicates:     snap.GetDuplicates(),
 		LastReplyAtMs:  snap.GetLastReplyAtMs(),
+		Refused:        snap.GetRefused(),
+		NoticeAtMs:     snap.GetNoticeAtMs(),
 	}
 	for _, inv := range snap.GetQueue() {
 		s.Queue = append(s.Queue, &Invocation{
@@ -210,6 +241,7 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 			FirstStartedAtMs: inv.GetFirstStartedAtMs(),
 			ReadyAtMs:        inv.GetReadyAtMs(),
 			HeldUntilMs:      inv.GetHeldUntilMs(),
+			Notice:           inv.GetNotice(),
 		})
 	}
 	return s

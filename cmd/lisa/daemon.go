@@ -134,14 +134,17 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 		StoreBytes: store.Size,
 	})
 	rend := render.New()
-	errorReply := func(_, eventID string) []byte {
-		b, err := rend.Reply(cfg.Persona.GenericError, eventID)
-		if err != nil { // cannot happen for a validated, non-empty message
-			b, _ = json.Marshal(map[string]any{"msgtype": "m.text", "body": cfg.Persona.GenericError,
-				"m.relates_to": map[string]any{"m.in_reply_to": map[string]string{"event_id": eventID}}})
+	personaReply := func(text string) func(_, eventID string) []byte {
+		return func(_, eventID string) []byte {
+			b, err := rend.Reply(text, eventID)
+			if err != nil { // cannot happen for a validated, non-empty message
+				b, _ = json.Marshal(map[string]any{"msgtype": "m.text", "body": text,
+					"m.relates_to": map[string]any{"m.in_reply_to": map[string]string{"event_id": eventID}}})
+			}
+			return b
 		}
-		return b
 	}
+	errorReply := personaReply(cfg.Persona.GenericError)
 	sender := deps.sender
 	if sender == nil {
 		sender = deps.session
@@ -198,6 +201,13 @@ func startDaemon(res config.Resolved, log *slog.Logger, deps daemonDeps) (*daemo
 			LateStoreWindow: cfg.Matrix.LateStore(),
 			RecheckEvery:    15 * time.Second,
 			ErrorReply:      errorReply,
+			// A flood in one room costs one overload reply per burst;
+			// see docs/security.md.
+			MaxQueue:      cfg.Runtime.RoomQueueLimit,
+			SenderLimit:   cfg.Runtime.SenderRateLimit,
+			SenderWindow:  cfg.Runtime.SenderRateWindow(),
+			NoticeEvery:   cfg.Runtime.SenderRateWindow(),
+			OverloadReply: personaReply(cfg.Persona.OverloadError),
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: sender,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),

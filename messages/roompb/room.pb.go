@@ -318,6 +318,89 @@ func (x *InvocationDuplicate) GetEventId() string {
 	return ""
 }
 
+// InvocationRefused: an inbox candidate was not queued because the room's
+// queue was full or its sender had used up their invocations for the
+// window (room.Policy.MaxQueue, SenderLimit). The candidate keeps only its
+// IDs and sender, never its body. With notice_content set, the persona's
+// overload reply to it is queued, ready, right behind the head: one notice
+// per burst (room.Policy.NoticeEvery), so a flood costs one reply.
+type InvocationRefused struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Candidate *Candidate             `protobuf:"bytes,1,opt,name=candidate,proto3" json:"candidate,omitempty"`
+	// "queue_full" or "sender_rate".
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	NoticeTxnId   string `protobuf:"bytes,3,opt,name=notice_txn_id,json=noticeTxnId,proto3" json:"notice_txn_id,omitempty"`
+	NoticeContent []byte `protobuf:"bytes,4,opt,name=notice_content,json=noticeContent,proto3" json:"notice_content,omitempty"`
+	RefusedAtMs   int64  `protobuf:"varint,5,opt,name=refused_at_ms,json=refusedAtMs,proto3" json:"refused_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvocationRefused) Reset() {
+	*x = InvocationRefused{}
+	mi := &file_room_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvocationRefused) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvocationRefused) ProtoMessage() {}
+
+func (x *InvocationRefused) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvocationRefused.ProtoReflect.Descriptor instead.
+func (*InvocationRefused) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InvocationRefused) GetCandidate() *Candidate {
+	if x != nil {
+		return x.Candidate
+	}
+	return nil
+}
+
+func (x *InvocationRefused) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *InvocationRefused) GetNoticeTxnId() string {
+	if x != nil {
+		return x.NoticeTxnId
+	}
+	return ""
+}
+
+func (x *InvocationRefused) GetNoticeContent() []byte {
+	if x != nil {
+		return x.NoticeContent
+	}
+	return nil
+}
+
+func (x *InvocationRefused) GetRefusedAtMs() int64 {
+	if x != nil {
+		return x.RefusedAtMs
+	}
+	return 0
+}
+
 // InvocationStarted: attempt number `attempt` (1-based) began.
 type InvocationStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -330,7 +413,7 @@ type InvocationStarted struct {
 
 func (x *InvocationStarted) Reset() {
 	*x = InvocationStarted{}
-	mi := &file_room_proto_msgTypes[4]
+	mi := &file_room_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +425,7 @@ func (x *InvocationStarted) String() string {
 func (*InvocationStarted) ProtoMessage() {}
 
 func (x *InvocationStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[4]
+	mi := &file_room_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +438,7 @@ func (x *InvocationStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationStarted.ProtoReflect.Descriptor instead.
 func (*InvocationStarted) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{4}
+	return file_room_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvocationStarted) GetEventId() string {
@@ -393,7 +476,7 @@ type InvocationFailed struct {
 
 func (x *InvocationFailed) Reset() {
 	*x = InvocationFailed{}
-	mi := &file_room_proto_msgTypes[5]
+	mi := &file_room_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +488,7 @@ func (x *InvocationFailed) String() string {
 func (*InvocationFailed) ProtoMessage() {}
 
 func (x *InvocationFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[5]
+	mi := &file_room_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +501,7 @@ func (x *InvocationFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationFailed.ProtoReflect.Descriptor instead.
 func (*InvocationFailed) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{5}
+	return file_room_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InvocationFailed) GetEventId() string {
@@ -473,7 +556,7 @@ type ReplyReady struct {
 
 func (x *ReplyReady) Reset() {
 	*x = ReplyReady{}
-	mi := &file_room_proto_msgTypes[6]
+	mi := &file_room_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +568,7 @@ func (x *ReplyReady) String() string {
 func (*ReplyReady) ProtoMessage() {}
 
 func (x *ReplyReady) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[6]
+	mi := &file_room_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +581,7 @@ func (x *ReplyReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyReady.ProtoReflect.Descriptor instead.
 func (*ReplyReady) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{6}
+	return file_room_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplyReady) GetEventId() string {
@@ -550,7 +633,7 @@ type ReplyHeld struct {
 
 func (x *ReplyHeld) Reset() {
 	*x = ReplyHeld{}
-	mi := &file_room_proto_msgTypes[7]
+	mi := &file_room_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +645,7 @@ func (x *ReplyHeld) String() string {
 func (*ReplyHeld) ProtoMessage() {}
 
 func (x *ReplyHeld) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[7]
+	mi := &file_room_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +658,7 @@ func (x *ReplyHeld) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyHeld.ProtoReflect.Descriptor instead.
 func (*ReplyHeld) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{7}
+	return file_room_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReplyHeld) GetEventId() string {
@@ -606,7 +689,7 @@ type ReplySent struct {
 
 func (x *ReplySent) Reset() {
 	*x = ReplySent{}
-	mi := &file_room_proto_msgTypes[8]
+	mi := &file_room_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +701,7 @@ func (x *ReplySent) String() string {
 func (*ReplySent) ProtoMessage() {}
 
 func (x *ReplySent) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[8]
+	mi := &file_room_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +714,7 @@ func (x *ReplySent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplySent.ProtoReflect.Descriptor instead.
 func (*ReplySent) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{8}
+	return file_room_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplySent) GetEventId() string {
@@ -674,7 +757,7 @@ type ReplyAbandoned struct {
 
 func (x *ReplyAbandoned) Reset() {
 	*x = ReplyAbandoned{}
-	mi := &file_room_proto_msgTypes[9]
+	mi := &file_room_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +769,7 @@ func (x *ReplyAbandoned) String() string {
 func (*ReplyAbandoned) ProtoMessage() {}
 
 func (x *ReplyAbandoned) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[9]
+	mi := &file_room_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +782,7 @@ func (x *ReplyAbandoned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyAbandoned.ProtoReflect.Descriptor instead.
 func (*ReplyAbandoned) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{9}
+	return file_room_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplyAbandoned) GetEventId() string {
@@ -739,14 +822,16 @@ type Invocation struct {
 	FirstStartedAtMs int64 `protobuf:"varint,9,opt,name=first_started_at_ms,json=firstStartedAtMs,proto3" json:"first_started_at_ms,omitempty"`
 	ReadyAtMs        int64 `protobuf:"varint,10,opt,name=ready_at_ms,json=readyAtMs,proto3" json:"ready_at_ms,omitempty"`
 	// The reply is not sent again before this (ReplyHeld; 0: not held).
-	HeldUntilMs   int64 `protobuf:"varint,11,opt,name=held_until_ms,json=heldUntilMs,proto3" json:"held_until_ms,omitempty"`
+	HeldUntilMs int64 `protobuf:"varint,11,opt,name=held_until_ms,json=heldUntilMs,proto3" json:"held_until_ms,omitempty"`
+	// True for an overload notice (InvocationRefused with a notice).
+	Notice        bool `protobuf:"varint,12,opt,name=notice,proto3" json:"notice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_room_proto_msgTypes[10]
+	mi := &file_room_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +843,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[10]
+	mi := &file_room_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +856,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{10}
+	return file_room_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Invocation) GetCandidate() *Candidate {
@@ -851,6 +936,13 @@ func (x *Invocation) GetHeldUntilMs() int64 {
 	return 0
 }
 
+func (x *Invocation) GetNotice() bool {
+	if x != nil {
+		return x.Notice
+	}
+	return false
+}
+
 // RoomSnapshot is the room state before the journal event at
 // next_event_index.
 type RoomSnapshot struct {
@@ -864,13 +956,17 @@ type RoomSnapshot struct {
 	Abandoned      uint64   `protobuf:"varint,6,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	Duplicates     uint64   `protobuf:"varint,7,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
 	LastReplyAtMs  int64    `protobuf:"varint,8,opt,name=last_reply_at_ms,json=lastReplyAtMs,proto3" json:"last_reply_at_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Candidates refused by the queue or sender limits.
+	Refused uint64 `protobuf:"varint,9,opt,name=refused,proto3" json:"refused,omitempty"`
+	// When the latest overload notice was queued.
+	NoticeAtMs    int64 `protobuf:"varint,10,opt,name=notice_at_ms,json=noticeAtMs,proto3" json:"notice_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomSnapshot) Reset() {
 	*x = RoomSnapshot{}
-	mi := &file_room_proto_msgTypes[11]
+	mi := &file_room_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +978,7 @@ func (x *RoomSnapshot) String() string {
 func (*RoomSnapshot) ProtoMessage() {}
 
 func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[11]
+	mi := &file_room_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +991,7 @@ func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSnapshot.ProtoReflect.Descriptor instead.
 func (*RoomSnapshot) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{11}
+	return file_room_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RoomSnapshot) GetNextEventIndex() uint64 {
@@ -954,6 +1050,20 @@ func (x *RoomSnapshot) GetLastReplyAtMs() int64 {
 	return 0
 }
 
+func (x *RoomSnapshot) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *RoomSnapshot) GetNoticeAtMs() int64 {
+	if x != nil {
+		return x.NoticeAtMs
+	}
+	return 0
+}
+
 var File_room_proto protoreflect.FileDescriptor
 
 const file_room_proto_rawDesc = "" +
@@ -988,7 +1098,13 @@ const file_room_proto_rawDesc = "" +
 	"\fqueued_at_ms\x18\x02 \x01(\x03R\n" +
 	"queuedAtMs\"0\n" +
 	"\x13InvocationDuplicate\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\tR\aeventId\"l\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\"\xd1\x01\n" +
+	"\x11InvocationRefused\x125\n" +
+	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
+	"\rnotice_txn_id\x18\x03 \x01(\tR\vnoticeTxnId\x12%\n" +
+	"\x0enotice_content\x18\x04 \x01(\fR\rnoticeContent\x12\"\n" +
+	"\rrefused_at_ms\x18\x05 \x01(\x03R\vrefusedAtMs\"l\n" +
 	"\x11InvocationStarted\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\"\n" +
@@ -1021,7 +1137,7 @@ const file_room_proto_rawDesc = "" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
-	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xf3\x02\n" +
+	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\x8b\x03\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -1036,7 +1152,8 @@ const file_room_proto_rawDesc = "" +
 	"\x13first_started_at_ms\x18\t \x01(\x03R\x10firstStartedAtMs\x12\x1e\n" +
 	"\vready_at_ms\x18\n" +
 	" \x01(\x03R\treadyAtMs\x12\"\n" +
-	"\rheld_until_ms\x18\v \x01(\x03R\vheldUntilMs\"\xac\x02\n" +
+	"\rheld_until_ms\x18\v \x01(\x03R\vheldUntilMs\x12\x16\n" +
+	"\x06notice\x18\f \x01(\bR\x06notice\"\xe8\x02\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
@@ -1047,7 +1164,11 @@ const file_room_proto_rawDesc = "" +
 	"\n" +
 	"duplicates\x18\a \x01(\x04R\n" +
 	"duplicates\x12'\n" +
-	"\x10last_reply_at_ms\x18\b \x01(\x03R\rlastReplyAtMsB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
+	"\x10last_reply_at_ms\x18\b \x01(\x03R\rlastReplyAtMs\x12\x18\n" +
+	"\arefused\x18\t \x01(\x04R\arefused\x12 \n" +
+	"\fnotice_at_ms\x18\n" +
+	" \x01(\x03R\n" +
+	"noticeAtMsB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
 
 var (
 	file_room_proto_rawDescOnce sync.Once
@@ -1061,32 +1182,34 @@ func file_room_proto_rawDescGZIP() []byte {
 	return file_room_proto_rawDescData
 }
 
-var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_room_proto_goTypes = []any{
 	(*Candidate)(nil),           // 0: lisa.room.v1.Candidate
 	(*SyncCursor)(nil),          // 1: lisa.room.v1.SyncCursor
 	(*InvocationQueued)(nil),    // 2: lisa.room.v1.InvocationQueued
 	(*InvocationDuplicate)(nil), // 3: lisa.room.v1.InvocationDuplicate
-	(*InvocationStarted)(nil),   // 4: lisa.room.v1.InvocationStarted
-	(*InvocationFailed)(nil),    // 5: lisa.room.v1.InvocationFailed
-	(*ReplyReady)(nil),          // 6: lisa.room.v1.ReplyReady
-	(*ReplyHeld)(nil),           // 7: lisa.room.v1.ReplyHeld
-	(*ReplySent)(nil),           // 8: lisa.room.v1.ReplySent
-	(*ReplyAbandoned)(nil),      // 9: lisa.room.v1.ReplyAbandoned
-	(*Invocation)(nil),          // 10: lisa.room.v1.Invocation
-	(*RoomSnapshot)(nil),        // 11: lisa.room.v1.RoomSnapshot
-	nil,                         // 12: lisa.room.v1.SyncCursor.LastEventIdsEntry
+	(*InvocationRefused)(nil),   // 4: lisa.room.v1.InvocationRefused
+	(*InvocationStarted)(nil),   // 5: lisa.room.v1.InvocationStarted
+	(*InvocationFailed)(nil),    // 6: lisa.room.v1.InvocationFailed
+	(*ReplyReady)(nil),          // 7: lisa.room.v1.ReplyReady
+	(*ReplyHeld)(nil),           // 8: lisa.room.v1.ReplyHeld
+	(*ReplySent)(nil),           // 9: lisa.room.v1.ReplySent
+	(*ReplyAbandoned)(nil),      // 10: lisa.room.v1.ReplyAbandoned
+	(*Invocation)(nil),          // 11: lisa.room.v1.Invocation
+	(*RoomSnapshot)(nil),        // 12: lisa.room.v1.RoomSnapshot
+	nil,                         // 13: lisa.room.v1.SyncCursor.LastEventIdsEntry
 }
 var file_room_proto_depIdxs = []int32{
-	12, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
+	13, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
 	0,  // 1: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
-	0,  // 2: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
-	10, // 3: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
-	4,  // [4:4] is the sub-list for method output_type
-	4,  // [4:4] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	0,  // 2: lisa.room.v1.InvocationRefused.candidate:type_name -> lisa.room.v1.Candidate
+	0,  // 3: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
+	11, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
+	5,  // [5:5] is the sub-list for method output_type
+	5,  // [5:5] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_room_proto_init() }
@@ -1100,7 +1223,7 @@ func file_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_room_proto_rawDesc), len(file_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

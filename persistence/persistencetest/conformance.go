@@ -401,6 +401,13 @@ func queuedEventTakesInboxEntry(t *testing.T, s persistence.Store) {
 	if err != nil || len(acc) != 0 {
 		t.Fatalf("a queued event was routed again: %v %v", acc, err)
 	}
+	// A refused candidate (room overloaded) takes its entry the same way.
+	if err := s.AppendEvent(name, 2, &roompb.InvocationRefused{Candidate: cand("!a:hs", "$2"), Reason: "queue_full"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Inbox("!a:hs"); len(a) != 0 {
+		t.Fatalf("inbox of !a after refusing $2 = %v, want empty", a)
+	}
 }
 
 func commitSyncAtomic(t *testing.T, s persistence.Store) {
