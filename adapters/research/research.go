@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -56,17 +57,60 @@ type artifact struct {
 	body     []byte
 }
 
-// Session is one invocation's tools and artifact store.
+// Session is one invocation's tools, artifact store and known URLs.
 type Session struct {
 	d         Deps
 	mu        sync.Mutex
 	artifacts map[string]*artifact
 	stored    int64
+	// known holds the URLs fetch_web_page may fetch (see the known-URL
+	// rule in knownurls.go); guarded by mu.
+	known *knownURLs
 }
 
-// NewSession returns the tools of one invocation.
+// NewSession returns the tools of one invocation. Its fetch_web_page
+// fetches only URLs known to the invocation: pass the invoking message and
+// the room context given to the model to [Session.AllowURLsIn]; search
+// results and fetched pages add theirs as the tools run.
 func NewSession(d Deps) *Session {
-	return &Session{d: d, artifacts: map[string]*artifact{}}
+	return &Session{d: d, artifacts: map[string]*artifact{}, known: newKnownURLs(maxKnownURLs)}
+}
+
+// AllowURLsIn makes the http and https URLs found in text known to this
+// session, so that fetch_web_page may fetch them. Call it with the text
+// the model is given as the conversation (the invoking message and the
+// room context); never with text the model wrote. At most 256 URLs are
+// taken from one text and 2,048 from all sources of a session; the
+// HTML-unescaped form of text is read too.
+func (s *Session) AllowURLsIn(text string) {
+	s.allow(extractURLs(text, nil, maxURLsPerText)...)
+}
+
+// allow makes urls known, within the session's bound.
+func (s *Session) allow(urls ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range urls {
+		s.known.add(u)
+	}
+}
+
+// isKnown reports whether rawURL matches a known URL of the session.
+func (s *Session) isKnown(rawURL string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.known.has(rawURL)
+}
+
+// learnLinks makes the links in text, a page the model is shown whose
+// final URL is pageURL, known: absolute URLs and Markdown link targets
+// resolved against pageURL.
+func (s *Session) learnLinks(text, pageURL string) {
+	base, err := url.Parse(pageURL)
+	if err != nil || base.Host == "" {
+		base = nil
+	}
+	s.allow(extractURLs(text, base, maxURLsPerText)...)
 }
 
 // Tools lists the session's tools for the orchestrator.
@@ -82,7 +126,7 @@ func (s *Session) Tools() []orchestrate.Tool {
 var (
 	searchSpec = orchestrate.ToolSpec{Name: "web_search", Description: "Search the web. Returns numbered results with title, URL and a short snippet.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what to search for"}},"required":["query"],"additionalProperties":false}`)}
-	fetchSpec = orchestrate.ToolSpec{Name: "fetch_web_page", Description: "Download one http(s) web page. HTML pages return an artifact_id to convert with html_to_markdown; plain text is returned directly.",
+	fetchSpec = orchestrate.ToolSpec{Name: "fetch_web_page", Description: "Download one http(s) web page. The URL must be one that appeared in the room messages, in web_search results or in a page fetched in this conversation, copied exactly; other URLs are refused. HTML pages return an artifact_id to convert with html_to_markdown; plain text is returned directly.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string","description":"absolute http or https URL"}},"required":["url"],"additionalProperties":false}`)}
 	convertSpec = orchestrate.ToolSpec{Name: "html_to_markdown", Description: "Convert a downloaded HTML page (by artifact_id from fetch_web_page) to Markdown text.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"artifact_id":{"type":"string"}},"required":["artifact_id"],"additionalProperties":false}`)}
@@ -136,6 +180,7 @@ func (s *Session) search(ctx context.Context, args json.RawMessage) orchestrate.
 		res.SourceURLs = append(res.SourceURLs, r.URL)
 		res.SourceTitles[r.URL] = r.Title
 	}
+	s.allow(res.SourceURLs[:min(len(res.SourceURLs), maxURLsPerText)]...)
 	if len(results) == 0 {
 		res.Content = "No results."
 	}
@@ -152,10 +197,17 @@ func (s *Session) fetch(ctx context.Context, args json.RawMessage) orchestrate.T
 	if _, err := web.ValidateURL(a.URL); err != nil {
 		return failure(err)
 	}
+	// The known-URL rule (knownurls.go): a URL the model built itself,
+	// say from the room's text, never reaches the network. Nothing here
+	// logs the URL.
+	if !s.isKnown(a.URL) {
+		return failure(errUnknownURL)
+	}
 	page, err := s.d.Fetch.Fetch(ctx, a.URL)
 	if err != nil {
 		return failure(err)
 	}
+	s.allow(page.FinalURL) // the redirect target
 	mediaType, _, _ := strings.Cut(page.ContentType, ";")
 	mediaType = strings.TrimSpace(strings.ToLower(mediaType))
 	isHTML := mediaType == "text/html" || mediaType == "application/xhtml+xml"
@@ -169,7 +221,9 @@ func (s *Session) fetch(ctx context.Context, args json.RawMessage) orchestrate.T
 	if isHTML {
 		meta["next_step"] = "call html_to_markdown with this artifact_id to read the page"
 	} else {
-		meta["text"] = s.bound(cleanText(string(page.Body)))
+		text := s.bound(cleanText(string(page.Body)))
+		s.learnLinks(text, page.FinalURL)
+		meta["text"] = text
 	}
 	b, _ := json.Marshal(meta)
 	res.Content = string(b)
@@ -199,7 +253,9 @@ func (s *Session) convert(ctx context.Context, args json.RawMessage) orchestrate
 	if _, err := s.store(&artifact{finalURL: art.finalURL, title: art.title, body: []byte(md)}); err != nil {
 		return failure(err)
 	}
-	return orchestrate.ToolResult{OK: true, Code: "ok", Content: s.bound(cleanText(md)),
+	text := s.bound(cleanText(md))
+	s.learnLinks(text, art.finalURL) // links the model now sees
+	return orchestrate.ToolResult{OK: true, Code: "ok", Content: text,
 		SourceURLs: []string{art.finalURL}, SourceTitles: map[string]string{art.finalURL: art.title}}
 }
 

@@ -59,6 +59,7 @@ func TestResearchTools(t *testing.T) {
 	f := &fakeFetch{}
 	deps := Deps{Search: fakeSearch{}, Fetch: f, Convert: fakeConvert{}, Runner: direct{}, MaxToolOutputCharacters: 1000, MaxTotalArtifactBytes: 50}
 	s := NewSession(deps)
+	s.AllowURLsIn("@lisa compare https://example.org/page with https://example.org/text and https://example.org/more")
 	tools := s.Tools()
 
 	r := call(t, tools, "web_search", map[string]string{"query": "golang"})

@@ -368,8 +368,14 @@ func (a answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]
 	}
 	tools := append([]orchestrate.Tool(nil), a.tools...) // never write into a.tools: it is shared
 	if a.research != nil {
-		// A fresh session per invocation: its own artifacts and sources.
-		tools = append(tools, research.NewSession(*a.research).Tools()...)
+		// A fresh session per invocation: its own artifacts, sources and
+		// known URLs. fetch_web_page fetches only URLs known to it: those
+		// of the invoking message and the room context, then of search
+		// results and fetched pages.
+		sess := research.NewSession(*a.research)
+		sess.AllowURLsIn(c.GetBody())
+		sess.AllowURLsIn(block)
+		tools = append(tools, sess.Tools()...)
 	}
 	if a.metrics != nil {
 		for i, t := range tools {
