@@ -49,7 +49,9 @@ type Config struct {
 	// leaves the answer-size check to the orchestrator.
 	MaxResponseCharacters int
 	// HTTPClient overrides the transport (tests); nil uses a client with
-	// Timeout.
+	// Timeout. A client without a Transport, like a nil HTTPClient, gets
+	// one that ignores proxy environment variables; a caller's Transport
+	// is used as it is.
 	HTTPClient *http.Client
 	// DisableStrictTools omits "strict": true from function tools, for
 	// endpoints that reject it.
@@ -73,8 +75,9 @@ type Config struct {
 
 // Client calls the chat-completions API. It is safe for concurrent use.
 type Client struct {
-	cfg Config
-	api *openai.Client
+	cfg  Config
+	api  *openai.Client
+	http *http.Client // what api sends with
 }
 
 // New returns a Client for cfg.
@@ -105,11 +108,22 @@ func New(cfg Config) *Client {
 	}
 	base := hc.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		base = directTransport()
 	}
 	hc.Transport = retryAfterTap{base: base}
 	oc.HTTPClient = hc
-	return &Client{cfg: cfg, api: openai.NewClientWithConfig(oc)}
+	return &Client{cfg: cfg, api: openai.NewClientWithConfig(oc), http: hc}
+}
+
+// directTransport is the transport of a client built without one: a
+// copy of http.DefaultTransport with its Proxy function removed. Lisa
+// never uses proxy environment variables (HTTP_PROXY, HTTPS_PROXY,
+// NO_PROXY); a proxy must be configured explicitly, and no configuration
+// key for one exists yet.
+func directTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return t
 }
 
 // Complete sends a system prompt and one user message and returns the

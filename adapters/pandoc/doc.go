@@ -7,8 +7,13 @@
 // goes in on standard input. Each run gets a fresh, empty working directory
 // (removed afterwards), an environment of only PATH, HOME and LANG, and its
 // own process group, which is killed as a whole on timeout or when stdout
-// passes the output ceiling. Stderr is drained into a small bounded buffer
-// and is never part of an error; at most its length reaches the debug log.
+// passes the output ceiling. On Linux the child also gets SIGKILL as its
+// parent-death signal, so a daemon that is killed outright leaves no
+// converter behind; the goroutine that starts the child stays locked to
+// its OS thread until the child is reaped, because the kernel sends that
+// signal when the forking thread, not the process, ends. Stderr is
+// drained into a small bounded buffer and is never part of an error; at
+// most its length reaches the debug log.
 //
 // Output is cleaned before it is returned: line endings become "\n",
 // control characters other than newline and tab are removed, long runs of

@@ -206,8 +206,9 @@ func (c *Converter) run(ctx context.Context, path string, args []string, stdin [
 	start := time.Now()
 	// With --sandbox pandoc starts no helpers; a timeout or overflow kills
 	// the whole group through cmd.Cancel. The group is not killed again
-	// after Wait: its number may already belong to someone else.
-	runErr := cmd.Run()
+	// after Wait: its number may already belong to someone else. On Linux
+	// runChild also makes the kernel kill the child if the daemon dies.
+	runErr := runChild(cmd)
 	if runErr == nil && !stdout.overflow {
 		return stdout.buf.Bytes(), nil
 	}

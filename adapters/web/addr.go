@@ -7,15 +7,34 @@ import (
 )
 
 // CheckAddr decides whether the downloader may connect to ip. It refuses
-// loopback, private (RFC 1918), shared CGNAT (100.64.0.0/10), link-local
-// (including the 169.254.169.254 metadata service), multicast, unspecified,
-// broadcast, documentation, benchmarking and reserved IPv4 space; and IPv6
-// loopback, unspecified, unique-local (fc00::/7), link-local, site-local,
-// multicast, documentation and discard ranges. IPv4-mapped addresses are
-// judged as the IPv4 address they carry, as are NAT64 (64:ff9b::/96) and
-// 6to4 (2002::/16) addresses; the deprecated IPv4-compatible range ::/96
-// and Teredo are refused outright. A refusal is a *messages.ToolError with
-// code blocked_address.
+// every range of the IANA IPv4 and IPv6 special-purpose address registries
+// that is not globally reachable, and a few that are but never host web
+// pages:
+//
+//   - IPv4: "this network" (0.0.0.0/8), private (RFC 1918), shared CGNAT
+//     (100.64.0.0/10), loopback, link-local (including the
+//     169.254.169.254 metadata service), IETF protocol assignments
+//     (192.0.0.0/24), documentation, the 6to4 relay anycast, benchmarking
+//     (198.18.0.0/15), multicast, reserved (240.0.0.0/4) and broadcast.
+//   - IPv6: unspecified, loopback, discard-only (100::/64), the dummy
+//     prefix (100:0:0:1::/64), all IETF protocol assignments (2001::/23:
+//     Teredo, benchmarking 2001:2::/48, ORCHID 2001:10::/28, ORCHIDv2,
+//     drone DETs, and the anycast services there), documentation
+//     (2001:db8::/32, 3fff::/20), SRv6 SIDs (5f00::/16), unique-local
+//     (fc00::/7), link-local, site-local and multicast.
+//
+// IPv6 forms that carry an IPv4 address are handled as follows.
+// IPv4-mapped addresses (::ffff:0:0/96) are unmapped and judged as the
+// IPv4 address they carry, and so are NAT64 well-known-prefix
+// (64:ff9b::/96, RFC 6052) and 6to4 (2002::/16) addresses: the translator
+// or relay would deliver to that IPv4 address, so a public one is allowed
+// and a refused one is refused. Forms whose IPv4 position is not fixed or
+// that no public host uses are refused outright whatever they carry:
+// local-use NAT64 (64:ff9b:1::/48, RFC 8215), SIIT IPv4-translated
+// addresses (::ffff:0:0:0/96, RFC 2765), the deprecated IPv4-compatible
+// range (::/96) and Teredo. Zones are ignored.
+//
+// A refusal is a *messages.ToolError with code blocked_address.
 func CheckAddr(ip netip.Addr) error {
 	if !ip.IsValid() {
 		return blocked()
@@ -62,12 +81,20 @@ func refusedPrefixes() []netip.Prefix {
 		"203.0.113.0/24",  // TEST-NET-3
 		"240.0.0.0/4",     // reserved, including 255.255.255.255
 		"::/96",           // IPv4-compatible (deprecated)
-		"64:ff9b:1::/48",  // local-use NAT64
-		"100::/64",        // discard-only
-		"2001::/32",       // Teredo
-		"2001:db8::/32",   // documentation
-		"3fff::/20",       // documentation (RFC 9637)
-		"fec0::/10",       // site-local (deprecated)
+		"::ffff:0:0:0/96", // SIIT IPv4-translated (RFC 2765)
+		"64:ff9b:1::/48",  // local-use NAT64 (RFC 8215)
+		"100::/64",        // discard-only (RFC 6666)
+		"100:0:0:1::/64",  // dummy prefix (RFC 9780)
+		// IETF protocol assignments (RFC 2928), refused as a whole. It holds
+		// Teredo 2001::/32, the PCP/TURN/DNS-SD anycast 2001:1::/125,
+		// benchmarking 2001:2::/48, AMT 2001:3::/32, AS112-v6
+		// 2001:4:112::/48, ORCHID 2001:10::/28, ORCHIDv2 2001:20::/28 and
+		// drone DETs 2001:30::/28; none of them serves web pages.
+		"2001::/23",
+		"2001:db8::/32", // documentation
+		"3fff::/20",     // documentation (RFC 9637)
+		"5f00::/16",     // SRv6 SIDs (RFC 9602)
+		"fec0::/10",     // site-local (deprecated)
 	}
 	ps := make([]netip.Prefix, len(cidrs))
 	for i, c := range cidrs {

@@ -113,6 +113,9 @@ type Fetcher struct {
 }
 
 // NewFetcher builds a Fetcher with its own HTTP client and transport.
+// Lisa never uses proxy environment variables (HTTP_PROXY, HTTPS_PROXY,
+// NO_PROXY); a proxy must be configured explicitly, and no configuration
+// key for one exists yet, so the transport's Proxy is nil.
 func NewFetcher(cfg Config) *Fetcher {
 	f := &Fetcher{cfg: cfg.withDefaults()}
 	f.transport = &http.Transport{

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lisabot/lisa/messages"
 )
@@ -275,5 +276,55 @@ func TestLookupFailure(t *testing.T) {
 	_, err = newFetcher(t, cfg).Fetch(context.Background(), "http://nx.test/")
 	if te := wantCode(t, err, messages.ToolHTTPError); te.Retryable {
 		t.Error("NXDOMAIN should not be retryable")
+	}
+}
+
+// TestGuardRefusesSpecialPurposeAtDialTime: addresses from the IANA
+// special-purpose registries and the IPv4-in-IPv6 embeddings are refused
+// whether they arrive as URL literals or from name resolution, before any
+// dial, and the default dialer's Control hook refuses them too.
+func TestGuardRefusesSpecialPurposeAtDialTime(t *testing.T) {
+	addrs := []string{
+		"::ffff:0:7f00:1",    // SIIT IPv4-translated loopback
+		"::ffff:0:808:808",   // SIIT IPv4-translated, public inside
+		"::ffff:100.64.0.1",  // IPv4-mapped CGNAT
+		"64:ff9b::a00:1",     // NAT64 of 10.0.0.1
+		"64:ff9b:1::808:808", // local-use NAT64
+		"2002:6440:1::1",     // 6to4 of 100.64.0.1
+		"2001:2::1",          // benchmarking
+		"2001:10::1",         // ORCHID
+		"2001:20::1",         // ORCHIDv2
+		"5f00::1",            // SRv6 SID
+		"100:0:0:1::1",       // dummy prefix
+		"198.18.0.1",         // benchmarking
+		"192.0.0.9",          // IETF protocol assignments
+	}
+	names := map[string][]string{}
+	cfg := testConfig()
+	cfg.AllowPrivateAddresses = false
+	cfg.Dial = failDial(t)
+	cfg.LookupIP = lookupTable(t, names)
+	f := newFetcher(t, cfg)
+	for i, a := range addrs {
+		name := "special" + string(rune('a'+i)) + ".test"
+		// A public address beside the special one does not launder it.
+		names[name] = []string{"93.184.216.34", a}
+		for _, u := range []string{
+			"http://" + net.JoinHostPort(a, "80") + "/",
+			"https://" + name + "/",
+		} {
+			_, err := f.Fetch(context.Background(), u)
+			if err == nil {
+				t.Errorf("%s fetched", u)
+				continue
+			}
+			wantCode(t, err, messages.ToolBlockedAddress)
+		}
+	}
+	// The real dialer's Control hook, reached directly.
+	raw := NewFetcher(Config{ConnectTimeout: 2 * time.Second})
+	for _, a := range addrs {
+		_, err := raw.dial(context.Background(), "tcp", net.JoinHostPort(a, "80"))
+		wantCode(t, err, messages.ToolBlockedAddress)
 	}
 }

@@ -17,8 +17,15 @@ const matrixClientTimeout = 180 * time.Second
 // sends of several rooms in flight at once, so with 2 most requests under
 // load would open a new connection (with a TLS handshake to a remote
 // homeserver) and close it again.
+//
+// The pool never goes through a proxy: a clone of http.DefaultTransport
+// would keep its http.ProxyFromEnvironment, so Proxy is cleared. Lisa
+// never uses proxy environment variables (HTTP_PROXY, HTTPS_PROXY,
+// NO_PROXY); a proxy must be configured explicitly, and no configuration
+// key for one exists yet.
 func pooledTransport(idlePerHost int) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
 	t.MaxIdleConnsPerHost = idlePerHost
 	t.MaxIdleConns = 2 * idlePerHost
 	return t
@@ -30,7 +37,8 @@ func matrixTransport(rt config.RuntimeConfig) *http.Transport {
 	return pooledTransport(4*rt.MaxConcurrentRooms + 4)
 }
 
-// matrixHTTPClient is the HTTP client of Lisa's Matrix session.
+// matrixHTTPClient is the HTTP client of Lisa's Matrix session. Like
+// every pooledTransport it ignores proxy environment variables.
 func matrixHTTPClient(rt config.RuntimeConfig) *http.Client {
 	return &http.Client{Timeout: matrixClientTimeout, Transport: matrixTransport(rt)}
 }
