@@ -2,8 +2,10 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/cases"
 	"maunium.net/go/mautrix/event"
@@ -28,10 +30,30 @@ const (
 	RejectRedacted   Verdict = "redacted"
 	RejectEdit       Verdict = "edit"
 	RejectNotAddress Verdict = "not_addressed"
-	// RejectReplyLookup means the reply target could not be checked; the
-	// sync source retries the whole response rather than drop the event.
+	// RejectReplyLookup means the reply target could not be checked for
+	// now (the homeserver unreachable, a 5xx, 429 or 408 answer, the
+	// ledger failing); the sync source fails the whole answer rather than
+	// drop the event, within the bound of RejectReplyLookupAbandoned.
 	RejectReplyLookup Verdict = "reply_lookup_failed"
+	// RejectReplyTargetInvalid means the event replies to something that
+	// cannot be an event ID (see validEventID): it is not a reply to
+	// Lisa, and neither the ledger nor the homeserver is asked.
+	RejectReplyTargetInvalid Verdict = "reply_target_invalid"
+	// RejectReplyTargetRejected means the homeserver answered the lookup
+	// of the reply target with a permanent client error other than 403 or
+	// 404 (ErrReplyTargetRejected): asking again would get the same
+	// answer, so the event is not a reply to Lisa.
+	RejectReplyTargetRejected Verdict = "reply_target_rejected"
+	// RejectReplyLookupAbandoned means the reply target of the event could
+	// not be checked in several consecutive answers over a long time (see
+	// replyLookupStallAnswers); the sync source stopped holding every
+	// room back for it and counts it as not a reply to Lisa.
+	RejectReplyLookupAbandoned Verdict = "reply_lookup_abandoned"
 )
+
+// ErrReplyTargetRejected is returned, wrapped, by a ReplyChecker when the
+// homeserver refused the lookup for good: the target is not Lisa's.
+var ErrReplyTargetRejected = errors.New("matrix: the homeserver refused to look up the reply target")
 
 // Accepted reports whether v makes the event an invocation.
 func (v Verdict) Accepted() bool {
@@ -39,8 +61,36 @@ func (v Verdict) Accepted() bool {
 }
 
 // ReplyChecker tells whether an event was sent by Lisa. The sync source
-// asks the bot-event ledger first, then the homeserver.
+// asks the bot-event ledger first, then the homeserver. It returns an error
+// wrapping ErrReplyTargetRejected when the answer is a permanent refusal
+// (the event is then not a reply to Lisa), and any other error when the
+// target could not be checked for now. It is only asked about targets
+// that pass validEventID.
 type ReplyChecker func(ctx context.Context, room, eventID string) (bool, error)
+
+// maxEventIDBytes is the specification's limit on the length of Matrix
+// identifiers, event IDs included.
+const maxEventIDBytes = 255
+
+// validEventID reports whether s can be an event ID, so that it is worth
+// looking up: "$" and at least one more character, at most
+// maxEventIDBytes bytes, all of them printable ASCII without spaces. That
+// covers every room version ("$opaque:server" in versions 1 and 2, "$"
+// and 43 characters of standard or URL-safe base64 from version 3 on).
+// Anything else (a 60 KB string, "not-an-id", control characters) cannot
+// name an event of Lisa's, and asking the homeserver about it only gets
+// errors: 400, or 414 from a proxy.
+func validEventID(s string) bool {
+	if len(s) < 2 || len(s) > maxEventIDBytes || s[0] != '$' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
 
 // Classifier decides which timeline events invoke Lisa.
 type Classifier struct {
@@ -116,12 +166,16 @@ func (c *Classifier) Classify(ctx context.Context, room id.RoomID, evt *event.Ev
 		trigger = TriggerMention
 	case c.mentionsAlias(body):
 		trigger = TriggerAlias
+	case replyTo != "" && !validEventID(string(replyTo)):
+		trigger = RejectReplyTargetInvalid
 	case replyTo != "":
 		ok, err := isLisa(ctx, string(room), string(replyTo))
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrReplyTargetRejected):
+			trigger = RejectReplyTargetRejected
+		case err != nil:
 			return nil, RejectReplyLookup
-		}
-		if ok {
+		case ok:
 			trigger = TriggerReply
 		}
 	}
@@ -141,8 +195,15 @@ func (c *Classifier) Classify(ctx context.Context, room id.RoomID, evt *event.Ev
 }
 
 // mentionsAlias reports whether any alias occurs in body as a whole word:
-// case-folded, and not preceded or followed by a letter, digit or
-// underscore.
+// case-folded, and not preceded or followed by a letter, digit, combining
+// mark or underscore. (A combining mark belongs to the word before it:
+// "ΐ" folds to "ι" and two marks, and "ΐlisa" is not a mention.)
+//
+// The cost is linear in the body for each alias: folding is one pass,
+// each strings.Index call resumes after the previous occurrence, and the
+// runes around an occurrence are decoded in constant time. (Converting the
+// text before every occurrence to runes made a 60 KB body of "lisalisa…"
+// cost seconds of CPU and gigabytes of garbage per event.)
 func (c *Classifier) mentionsAlias(body string) bool {
 	text := c.fold.String(body)
 	for _, a := range c.aliases {
@@ -161,22 +222,26 @@ func (c *Classifier) mentionsAlias(body string) bool {
 	return false
 }
 
-func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
-
-func wordRuneBefore(s string, i int) bool {
-	if i == 0 {
-		return false
-	}
-	r := []rune(s[:i])
-	return isWordRune(r[len(r)-1])
+func isWordRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || r == '_'
 }
 
+// wordRuneBefore reports whether the rune ending at byte i of s is a word
+// rune. Invalid UTF-8 decodes as utf8.RuneError, which is not.
+func wordRuneBefore(s string, i int) bool {
+	if i <= 0 {
+		return false
+	}
+	r, _ := utf8.DecodeLastRuneInString(s[:i])
+	return isWordRune(r)
+}
+
+// wordRuneAfter reports whether the rune starting at byte i of s is a word
+// rune.
 func wordRuneAfter(s string, i int) bool {
 	if i >= len(s) {
 		return false
 	}
-	for _, r := range s[i:] {
-		return isWordRune(r)
-	}
-	return false
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	return isWordRune(r)
 }

@@ -50,3 +50,27 @@ func BenchmarkClassify(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClassifyWorstCase measures bodies of 60 KB that defeat a naive
+// alias scan: thousands of occurrences of an alias, none a whole word,
+// and a long multibyte text before a real mention.
+func BenchmarkClassifyWorstCase(b *testing.B) {
+	const size = 60 << 10
+	c := NewClassifier(testBot, []string{string(testRoom)}, []string{"Lisa", "@Lisa"})
+	notLisa := func(context.Context, string, string) (bool, error) { return false, nil }
+	for _, tc := range []struct{ name, body string }{
+		{"lisa_repeated", repeatTo("lisa", size)},
+		{"elisa_repeated", repeatTo("élisa", size)},
+		{"multibyte_then_alias", repeatTo("漢", size) + " lisa"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			evt := benchEvent(b, text(tc.body))
+			ctx := context.Background()
+			b.SetBytes(int64(len(tc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Classify(ctx, testRoom, evt, notLisa)
+			}
+		})
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +60,26 @@ const (
 	maxReadRetryWait = 2 * time.Second
 )
 
+// A reply lookup that keeps failing transiently (after readAttempts in
+// place) fails its answer, so that a flaky homeserver does not cost a reply
+// to Lisa: the answer is read again after the syncer's backoff. That alone
+// would let one event whose lookup the homeserver fails every time (a 500
+// on that one ID) hold the cursor, and every room, back forever. So a
+// lookup for the same event that has failed in replyLookupStallAnswers
+// answers, the first of them at least replyLookupStallTime ago, with no
+// complete answer in between, is given up at its next failure: the event
+// counts as RejectReplyLookupAbandoned (not a reply to Lisa), an error is
+// logged, and the answer goes on. Both bounds must be reached: the count
+// keeps a jumping clock from giving up at once, the time keeps quick
+// retries from giving up within a short outage. A failure because the
+// request's context ended (Lisa stopping, the syncer's watchdog) counts
+// for nothing. Permanent answers never fail an answer at all
+// (RejectReplyTargetRejected).
+const (
+	replyLookupStallAnswers = 5
+	replyLookupStallTime    = 10 * time.Minute
+)
+
 // Source performs Lisa's controlled /sync: one request at a time with an
 // explicit since token, classification of the timelines, and back-fill of
 // limited timelines.
@@ -76,6 +98,62 @@ type Source struct {
 	// room by room, until a later request starts from it (the sync
 	// committed it).
 	checked atomic.Value // string
+
+	// stalls are the events whose reply lookups failed answers since the
+	// last complete one (see replyLookupStallAnswers).
+	stallMu sync.Mutex
+	stalls  map[stallKey]*stall
+}
+
+// stallKey names an event whose reply lookup failed.
+type stallKey struct {
+	room  id.RoomID
+	event id.EventID
+}
+
+// stall is the record of one event's failed reply lookups.
+type stall struct {
+	answers int       // answers its lookup failed
+	since   time.Time // when the first of them failed
+}
+
+// maxStalls bounds the record; past it, it starts again (a homeserver
+// failing that many different lookups is failing them all).
+const maxStalls = 1024
+
+// stalled records that the reply lookup of event failed in this answer
+// and reports whether it is to be given up instead of failing the answer
+// (see replyLookupStallAnswers). A failure because ctx ended is not
+// recorded.
+func (s *Source) stalled(ctx context.Context, room id.RoomID, event id.EventID) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	now := s.now()
+	s.stallMu.Lock()
+	defer s.stallMu.Unlock()
+	k := stallKey{room, event}
+	st := s.stalls[k]
+	if st == nil {
+		if s.stalls == nil || len(s.stalls) >= maxStalls {
+			s.stalls = map[stallKey]*stall{}
+		}
+		st = &stall{since: now}
+		s.stalls[k] = st
+	}
+	if st.answers >= replyLookupStallAnswers && now.Sub(st.since) >= replyLookupStallTime {
+		return true // kept: the answer may still fail later on
+	}
+	st.answers++
+	return false
+}
+
+// forgetStalls clears the record of failed reply lookups once an answer
+// is complete: its cursor moves past them.
+func (s *Source) forgetStalls() {
+	s.stallMu.Lock()
+	s.stalls = nil
+	s.stallMu.Unlock()
 }
 
 // NewSource returns a sync source for c.
@@ -137,6 +215,9 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 			return
 		}
 		s.verify.Store(err != nil)
+		if err == nil {
+			s.forgetStalls()
+		}
 		if err == nil && checked {
 			s.checked.Store(batch.Cursor.GetNextBatch())
 		}
@@ -242,10 +323,20 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 				batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
 			}
 			cand, verdict := s.classifier.Classify(ctx, room, evt, s.isLisa)
-			if verdict == RejectReplyLookup {
-				// Unknown is not "no": fail the whole response so the
-				// cursor stays put and the event is classified again.
-				return nil, &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "could not check the target of a reply", Ambiguous: true}
+			switch verdict {
+			case RejectReplyLookup:
+				if !s.stalled(ctx, room, evt.ID) {
+					// Unknown is not "no": fail the whole response so the
+					// cursor stays put and the event is classified again.
+					return nil, &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "could not check the target of a reply", Ambiguous: true}
+				}
+				verdict = RejectReplyLookupAbandoned
+				s.log.Error("the target of a reply could not be checked for too long; taken as not a reply to Lisa so that the sync can go on",
+					"room", messages.RoomID(room), "event", messages.EventID(evt.ID),
+					"failed_answers", replyLookupStallAnswers, "after", replyLookupStallTime)
+			case RejectReplyTargetInvalid:
+				s.log.Info("a reply names no valid event ID; taken as not a reply to Lisa",
+					"room", messages.RoomID(room), "event", messages.EventID(evt.ID))
 			}
 			if cand == nil {
 				batch.Rejected[string(verdict)]++
@@ -333,8 +424,26 @@ func mergeByID(recovered, timeline []*event.Event) []*event.Event {
 	return out
 }
 
-// isLisa checks the bot-event ledger, then asks the homeserver.
+// isLisa checks the bot-event ledger, then asks the homeserver (a
+// ReplyChecker). How the homeserver's answer is taken:
+//
+//   - 200 with the event: Lisa's if she sent it in room;
+//   - M_NOT_FOUND or M_FORBIDDEN (whatever the status): the event is not
+//     visible to Lisa, so not hers;
+//   - any other 4xx except 401, 408 and 429 (400 M_INVALID_PARAM, 404
+//     M_UNRECOGNIZED, 405, 413, 414 from a proxy, …): a permanent refusal
+//     that asking again cannot change; logged, and returned wrapping
+//     ErrReplyTargetRejected at once, with no repeat;
+//   - 408 and 429, 5xx, an unreadable answer, a network error, a request
+//     that timed out: transient; repeated in place by read, then
+//     returned, failing the answer (see replyLookupStallAnswers for the
+//     bound). 401 is transient too: it is about Lisa's access token, not
+//     the event, and taking it for "not hers" would drop every reply in
+//     an answer read just before the token was revoked.
 func (s *Source) isLisa(ctx context.Context, room, eventID string) (bool, error) {
+	if !validEventID(eventID) {
+		return false, fmt.Errorf("%w: not an event ID", ErrReplyTargetRejected)
+	}
 	if ok, err := s.ledger.IsBotEvent(room, eventID); err != nil {
 		return false, err
 	} else if ok {
@@ -343,16 +452,21 @@ func (s *Source) isLisa(ctx context.Context, room, eventID string) (bool, error)
 	var evt *event.Event
 	err := s.read(ctx, func() (err error) {
 		evt, err = s.c.cli.GetEvent(ctx, id.RoomID(room), id.EventID(eventID))
-		if errors.Is(err, mautrix.MNotFound) || errors.Is(err, mautrix.MForbidden) {
-			return errNotLisas
-		}
-		return err
+		return lookupError(err)
 	})
 	if errors.Is(err, errNotLisas) {
 		return false, nil
 	}
+	if errors.Is(err, ErrReplyTargetRejected) {
+		s.log.Warn("homeserver refused to look up the target of a reply; taken as not a reply to Lisa",
+			"room", messages.RoomID(room), "target", messages.EventID(eventID), "error", err)
+		return false, err
+	}
 	if err != nil {
 		return false, err
+	}
+	if evt == nil {
+		return false, nil // "null": nothing to show Lisa
 	}
 	return evt.Sender == s.c.cli.UserID && (evt.RoomID == "" || evt.RoomID == id.RoomID(room)), nil
 }
@@ -361,11 +475,41 @@ func (s *Source) isLisa(ctx context.Context, room, eventID string) (bool, error)
 // show Lisa: it is not hers.
 var errNotLisas = errors.New("matrix: the replied-to event is not visible")
 
+// lookupError sorts the error of GET /event for isLisa: errNotLisas, an
+// error wrapping ErrReplyTargetRejected, or a transient error (for read to
+// repeat).
+func lookupError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, mautrix.MNotFound) || errors.Is(err, mautrix.MForbidden) {
+		return errNotLisas
+	}
+	var herr mautrix.HTTPError
+	if !errors.As(err, &herr) || herr.Response == nil {
+		return err
+	}
+	status, code := herr.Response.StatusCode, ""
+	if herr.RespError != nil {
+		code = herr.RespError.ErrCode
+	}
+	switch {
+	case status == http.StatusRequestTimeout:
+		// Classify calls every 4xx but 401 and 429 permanent; a 408 says
+		// the server gave up waiting, which may not happen again.
+		return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "homeserver timed out the request (408)", Ambiguous: true}
+	case status >= 400 && status < 500 && status != http.StatusUnauthorized && status != http.StatusTooManyRequests:
+		return fmt.Errorf("%w (%d %s)", ErrReplyTargetRejected, status, code)
+	}
+	return err
+}
+
 // read runs one idempotent read, repeating it after a transient failure
 // (up to readAttempts, with a doubling pause, or the homeserver's
 // retry_after_ms when it names one, capped at maxReadRetryWait). A
-// permanent failure, errNotLisas and the end of ctx are returned at once.
-// The error returned is classified.
+// permanent failure, errNotLisas, ErrReplyTargetRejected and the end of
+// ctx are returned at once. The error returned is classified, except the
+// two sentinels, which are returned as they are.
 func (s *Source) read(ctx context.Context, do func() error) error {
 	delay := s.opts.ReadRetryDelay
 	if delay <= 0 {
@@ -373,7 +517,7 @@ func (s *Source) read(ctx context.Context, do func() error) error {
 	}
 	for attempt := 1; ; attempt++ {
 		err := do()
-		if err == nil || errors.Is(err, errNotLisas) {
+		if err == nil || errors.Is(err, errNotLisas) || errors.Is(err, ErrReplyTargetRejected) {
 			return err
 		}
 		le := Classify(err)

@@ -3,6 +3,7 @@ package fakehs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -201,5 +202,53 @@ func TestEventContextMembersTyping(t *testing.T) {
 	defer mu.Unlock()
 	if seen["typing"] != 1 || seen["context"] != 1 || seen["joined_members"] != 1 || seen["event"] != 2 {
 		t.Fatalf("OnRequest saw %v", seen)
+	}
+}
+
+// TestAnswerEvent: a scripted GET /event answer replaces the event for the
+// number of requests asked, JSON or not, and then the event is served
+// again; other events are not affected.
+func TestAnswerEvent(t *testing.T) {
+	s, cli := start(t, nil)
+	ctx := context.Background()
+	ev, _, err := s.Post(room, human, map[string]any{"msgtype": "m.text", "body": "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := s.Post(room, human, map[string]any{"msgtype": "m.text", "body": "there"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(err error) int {
+		t.Helper()
+		var herr mautrix.HTTPError
+		if !errors.As(err, &herr) || herr.Response == nil {
+			t.Fatalf("error %v is not an HTTP error", err)
+		}
+		return herr.Response.StatusCode
+	}
+	s.AnswerEvent(ev, 400, `{"errcode":"M_INVALID_PARAM","error":"bad event ID"}`, 1)
+	_, err = cli.GetEvent(ctx, room, id.EventID(ev))
+	if status(err) != 400 || !errors.Is(err, mautrix.MInvalidParam) {
+		t.Fatalf("scripted JSON answer: %v", err)
+	}
+	if got, err := cli.GetEvent(ctx, room, id.EventID(ev)); err != nil || string(got.ID) != ev {
+		t.Fatalf("after the script ran out: %v, %v", got, err)
+	}
+	s.AnswerEvent(ev, 414, `<html>URI Too Long</html>`, -1)
+	for range 3 {
+		if _, err := cli.GetEvent(ctx, room, id.EventID(ev)); status(err) != 414 {
+			t.Fatalf("scripted HTML answer: %v", err)
+		}
+	}
+	if got, err := cli.GetEvent(ctx, room, id.EventID(other)); err != nil || string(got.ID) != other {
+		t.Fatalf("another event: %v, %v", got, err)
+	}
+	s.AnswerEvent(ev, 0, "", 0)
+	if _, err := cli.GetEvent(ctx, room, id.EventID(ev)); err != nil {
+		t.Fatalf("after removing the script: %v", err)
+	}
+	if got := s.Counts()["event"]; got != 7 {
+		t.Fatalf("%d GET /event requests counted, want 7", got)
 	}
 }

@@ -83,6 +83,8 @@ type Server struct {
 	failSyncs, skipSyncs int
 	// failMessages counts GET /messages requests still to fail.
 	failMessages int
+	// eventAnswers are scripted answers to GET /event, by event ID.
+	eventAnswers map[string]*eventAnswer
 
 	hs     *http.Server
 	url    string
@@ -203,6 +205,32 @@ func (s *Server) FailMessages(n int) {
 	s.mu.Lock()
 	s.failMessages += n
 	s.mu.Unlock()
+}
+
+// eventAnswer is a scripted answer to GET /event.
+type eventAnswer struct {
+	status int
+	body   string
+	n      int // answers left; negative for all
+}
+
+// AnswerEvent makes the next n GET /event requests for eventID, in any
+// room, answer status with body instead of the event, as a homeserver or
+// a reverse proxy refusing or failing on that ID does (400 M_INVALID_PARAM,
+// 414 from a proxy, a 500 that never goes away). The body is sent as is:
+// as application/json when it is valid JSON, else as text/html. A negative
+// n scripts every request until the next call; n == 0 removes the script.
+func (s *Server) AnswerEvent(eventID string, status int, body string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n == 0 {
+		delete(s.eventAnswers, eventID)
+		return
+	}
+	if s.eventAnswers == nil {
+		s.eventAnswers = map[string]*eventAnswer{}
+	}
+	s.eventAnswers[eventID] = &eventAnswer{status: status, body: body, n: n}
 }
 
 // SkipSyncs makes the next n incremental /sync requests answer at once with
@@ -559,6 +587,23 @@ func (s *Server) lookupLocked(w http.ResponseWriter, roomID, id string) (*Event,
 
 func (s *Server) event(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
+	if a := s.eventAnswers[r.PathValue("event")]; a != nil {
+		if a.n > 0 {
+			if a.n--; a.n == 0 {
+				delete(s.eventAnswers, r.PathValue("event"))
+			}
+		}
+		status, body := a.status, a.body
+		s.mu.Unlock()
+		if json.Valid([]byte(body)) {
+			w.Header().Set("Content-Type", "application/json")
+		} else {
+			w.Header().Set("Content-Type", "text/html")
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+		return
+	}
 	e, ok := s.lookupLocked(w, r.PathValue("room"), r.PathValue("event"))
 	var m map[string]any
 	if ok {
