@@ -25,16 +25,22 @@ type Client struct {
 }
 
 // Connect restores the session and verifies that the token belongs to
-// user and device; it refuses to continue otherwise.
+// user and device; it refuses to continue otherwise. hc carries the
+// requests; nil gets a client of its own that, like every client of
+// Lisa's, ignores the HTTP(S)_PROXY environment (mautrix's default
+// client would read it).
 func Connect(ctx context.Context, homeserver, user, device, token string, hc *http.Client) (*Client, error) {
 	cli, err := mautrix.NewClient(homeserver, id.UserID(user), token)
 	if err != nil {
 		return nil, fmt.Errorf("matrix: client for %s: %w", homeserver, err)
 	}
 	cli.DeviceID = id.DeviceID(device)
-	if hc != nil {
-		cli.Client = hc
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		hc = &http.Client{Transport: tr}
 	}
+	cli.Client = hc
 	who, err := cli.Whoami(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("matrix: whoami: %w", Classify(err))
