@@ -42,13 +42,15 @@ func onlyOf(s string, n int, chars string) bool {
 }
 
 // checkHTML fails t unless s, parsed as a browser would, contains only
-// allowlisted elements and attributes, no comments, no event handlers and
-// only http, https or matrix link targets.
+// allowlisted elements and attributes, no comments, no event handlers,
+// no bidi controls, only http, https or matrix link targets, and no link
+// whose text names another host than its target's (see checkLinkText).
 func checkHTML(t testing.TB, s string) {
 	t.Helper()
 	if strings.Contains(strings.ToLower(s), "<script") {
 		t.Fatalf("HTML contains <script: %q", s)
 	}
+	checkNoBidi(t, s)
 	body := &html.Node{Type: html.ElementNode, Data: "body", DataAtom: atom.Body}
 	nodes, err := html.ParseFragment(strings.NewReader(s), body)
 	if err != nil {
@@ -93,6 +95,9 @@ func checkHTML(t testing.TB, s string) {
 			if n.Data == "a" && !hasHref {
 				t.Fatalf("dangling <a> in %q", s)
 			}
+			if n.Data == "a" {
+				checkLinkText(t, n, s)
+			}
 		case html.CommentNode, html.DoctypeNode:
 			t.Fatalf("markup node %q in %q", n.Data, s)
 		}
@@ -102,6 +107,92 @@ func checkHTML(t testing.TB, s string) {
 	}
 	for _, n := range nodes {
 		walk(n)
+	}
+}
+
+// checkNoBidi fails t if s holds a bidi control character.
+func checkNoBidi(t testing.TB, s string) {
+	t.Helper()
+	for i, c := range s {
+		switch {
+		case c == 0x061c, c == 0x200e, c == 0x200f, c >= 0x202a && c <= 0x202e, c >= 0x2066 && c <= 0x2069:
+			t.Fatalf("bidi control %U at %d in %q", c, i, s)
+		}
+	}
+}
+
+// visibleText is the text a reader sees inside n.
+func visibleText(n *html.Node) string {
+	var b strings.Builder
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return b.String()
+}
+
+// checkLinkText fails t when the visible text of a, an anchor in s, names
+// a host (as namedHosts finds them) that is not its target's, or one with
+// a non-ASCII character, or when any "://" in it is followed by another
+// host than the target's. The second check does not rely on the code
+// under test: the run of ASCII host characters after "://" must be the
+// target's host (case, a trailing dot and a leading "www." aside) and end
+// there. Text that is the target URL itself passes.
+func checkLinkText(t testing.TB, a *html.Node, s string) {
+	t.Helper()
+	var href string
+	for _, at := range a.Attr {
+		if at.Key == "href" {
+			href = at.Val
+		}
+	}
+	u, err := url.Parse(href)
+	if err != nil {
+		t.Fatalf("href %q in %q: %v", href, s, err)
+	}
+	key := strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), "www.")
+	text := visibleText(a)
+	if strings.TrimSpace(text) == "" {
+		t.Fatalf("link to %q without text in %q", href, s)
+	}
+	if text == href {
+		return
+	}
+	if tu, err := url.Parse(text); err == nil && tu.String() == u.String() {
+		return // the same URL, percent-encoded differently
+	}
+	namedHosts(text, func(host string) bool {
+		if u.Host == "" || !isASCII(host) || hostKey(host) != key {
+			t.Fatalf("link text %q names host %q, target %q in %q", text, host, href, s)
+		}
+		return true
+	})
+	for rest := text; ; {
+		i := strings.Index(rest, "://")
+		if i < 0 {
+			break
+		}
+		rest = rest[i+3:]
+		j := 0
+		for j < len(rest) && strings.IndexByte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_", rest[j]) >= 0 {
+			j++
+		}
+		host := strings.Trim(rest[:j], ".-_")
+		if host == "" {
+			continue
+		}
+		if next, _ := utf8.DecodeRuneInString(rest[j:]); j < len(rest) && next >= utf8.RuneSelf {
+			t.Fatalf("link text %q: host %q runs on into %q, target %q in %q", text, host, next, href, s)
+		}
+		if u.Host == "" || strings.TrimPrefix(strings.ToLower(host), "www.") != key {
+			t.Fatalf("link text %q shows host %q, target %q in %q", text, host, href, s)
+		}
 	}
 }
 
@@ -191,6 +282,8 @@ func checkContent(t testing.TB, b []byte, eventID string) parsed {
 			t.Fatalf("control character %U in body %q", r, c.Body)
 		}
 	}
+	checkNoBidi(t, string(b))
+	checkNoBidi(t, c.Body)
 	checkHTML(t, c.FormattedBody)
 	return c
 }

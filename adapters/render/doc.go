@@ -7,8 +7,13 @@
 // allowlist of Matrix's HTML subset in which links may only point to
 // http, https and matrix URLs (an unsafe link keeps its label as text and
 // images become their alt text), and to the plain-text body by walking the
-// AST. The renderer itself, never the model, appends the Sources section
-// (validated http(s) URLs, de-duplicated, bounded, titles escaped), and
+// AST. Links cannot mislead (links.go): a target with credentials or an
+// invisible character is refused, a non-ASCII host is shown and followed
+// in its xn-- form, and a link whose text names another host than its
+// target's is shown as its target, in both bodies. Bidi controls are
+// removed from everything Lisa sends. The renderer itself, never the
+// model, appends the Sources section (validated http(s) URLs,
+// de-duplicated, bounded, titles escaped and held to the link rule), and
 // the reply carries the m.in_reply_to relation, an escaped and bounded
 // fallback quote of the invoking message, an empty m.mentions and the
 // org.lisabot.invocation field. The whole content stays within

@@ -41,12 +41,6 @@ func replyFallback(inv Invoking) fallback {
 		return fallback{}
 	}
 	body := strings.TrimSpace(stripFallback(cleanText(inv.Body)))
-	body = strings.Map(func(c rune) rune {
-		if isBidiControl(c) {
-			return -1
-		}
-		return c
-	}, body)
 	var lines []string
 	if body != "" {
 		lines = strings.Split(ellipsize(body, MaxFallbackRunes), "\n")

@@ -56,6 +56,23 @@ func nastyMarkdown() []string {
 		strings.Repeat("<", 3000),
 		strings.Repeat("`", 100) + "x",
 		"---\n***\n___\n# h\n## h2\nSetext\n===",
+		// Misleading links (issue #15 item 7).
+		"[https://bank.example](https://evil.example)",
+		"[bank.example](https://evil.example) [www.bank.example/login](https://evil.example)",
+		"[Log in at bank.example](https://evil.example) [**bank**.example](https://evil.example)",
+		"[bank`.`example](https://evil.example) [~~bank~~.example](https://evil.example)",
+		"[https://bank.example](https://bank.example@evil.example) <https://bank.example@evil.example>",
+		"[bank.example](https://bаnk.example) <https://bаnk.example/a> [ｂａｎｋ.example](https://bank.example)",
+		"[bank。example](https://evil.example) [bank\u200b.example](https://bank.example) [bank.еxample](https://e.example)",
+		"[https://bank.example](matrix:r/x:evil.example) [](https://evil.example) [192.168.1.1](https://e.example)",
+		"[bank.example][r]\n\n[r]: https://evil.example",
+		"[![bank.example](x)](https://evil.example) [x://bank.example://evil.example](https://evil.example)",
+		"[the docs](https://evil.example) [https://bank.example](https://bank.example/other) www.bank.example",
+		// Bidi controls and invisible characters.
+		"invoice\u202etxt.exe and [pay\u202emoc.knab](https://e.example)",
+		"a&#x202E;b [x](https://e.example/a&#x202E;b) [y](https://e.example/%E2%80%AE)",
+		"[x](https://bank%E2%80%8B.example/) <https://bank\u200b.example/> one\u2028two\u2029three",
+		"`a\u2067b` 👨\u200d👩\u200d👧",
 	}
 }
 
@@ -67,6 +84,11 @@ func FuzzRender(f *testing.F) {
 		{"data:text/html,<script>alert(1)</script>", "\x00\n\u202e title", "", ""},
 		{"http://user:pw@e.example/", strings.Repeat("é", 500), "@z:y", strings.Repeat("<&>", 400)},
 		{" HTTPS://E.EXAMPLE/x#f ", "<img src=x onerror=alert(1)>", "@\u202e:evil", "\r\n\r\n"},
+		{"https://evil.example/login", "https://bank.example/login", "@a:b", "q\u2067?"},
+		{"https://bаnk.example/", "bank.example", "@a:b", "x"},
+		{"https://e.example/\u202egpj.exe", "t", "@a:b", "x"},
+		{"https://e.example/%E2%80%AE", "Title \u202ewith\u2066 bidi", "@a:b", "x"},
+		{"https://bank\u200b.example/", "www.bank.example", "@a:b", "x"},
 	}
 	for i, md := range nastyMarkdown() {
 		h := hostile[i%len(hostile)]
@@ -86,6 +108,9 @@ func FuzzRender(f *testing.F) {
 			}
 			t.Fatalf("Render(%q): %v", md, err)
 		}
+		// checkContent also asserts the link rule: no bidi control
+		// anywhere in the content, and no anchor whose text names another
+		// host than its href's.
 		c := checkContent(t, b, "$ev")
 		// The body may show "javascript:" as text when the input spells it
 		// with character references or control characters in between

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/yuin/goldmark/ast"
@@ -10,56 +9,10 @@ import (
 	"github.com/yuin/goldmark/util"
 )
 
-// maxHrefBytes bounds a single link target; longer ones are kept as text.
-const maxHrefBytes = 4096
-
-// allowedHref reports whether s may be the href of a link in an answer:
-// an absolute http or https URL with a host, or a matrix: URI. Anything
-// else (javascript:, data:, vbscript:, relative or protocol-relative
-// references, unparseable text, embedded white space or controls) is not.
-func allowedHref(s string) bool {
-	if s == "" || len(s) > maxHrefBytes {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c == 0x7f {
-			return false
-		}
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return false
-	}
-	switch u.Scheme { // url.Parse lower-cases the scheme
-	case "http", "https":
-		return u.Host != ""
-	case "matrix":
-		return u.Opaque != ""
-	}
-	return false
-}
-
-// linkHref returns the href goldmark would write for a link destination
-// (escapes and character references resolved, unsafe bytes
-// percent-encoded) and whether Lisa allows it.
-func linkHref(dest []byte) (string, bool) {
-	s := string(util.URLEscape(dest, true))
-	return s, allowedHref(s)
-}
-
-// autoLinkHref is linkHref for an autolink or a linkified URL; e-mail
-// autolinks become mailto: URLs, which are not allowed.
-func autoLinkHref(n *ast.AutoLink, source []byte) (string, bool) {
-	if n.AutoLinkType == ast.AutoLinkEmail {
-		return "", false
-	}
-	s := string(util.URLEscape(n.URL(source), false))
-	return s, allowedHref(s)
-}
-
 // nodeRenderer overrides goldmark's HTML output for the nodes where Lisa's
 // policy differs: links are written only when their target is allowed
-// (otherwise the label stays as plain text), images become their alt
+// (otherwise the label stays as plain text), a link whose text would
+// mislead is shown as its target (see links.go), images become their alt
 // text, and raw HTML is shown as escaped text instead of being dropped or
 // interpreted.
 type nodeRenderer struct {
@@ -70,6 +23,7 @@ type nodeRenderer struct {
 func (nr nodeRenderer) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
 	reg.Register(ast.KindLink, nr.link)
 	reg.Register(ast.KindAutoLink, nr.autoLink)
+	reg.Register(kindShownTarget, nr.shownTarget)
 	reg.Register(ast.KindImage, nr.image)
 	reg.Register(ast.KindRawHTML, nr.rawHTML)
 	reg.Register(ast.KindHTMLBlock, nr.htmlBlock)
@@ -104,6 +58,18 @@ func (nr nodeRenderer) autoLink(w util.BufWriter, source []byte, node ast.Node, 
 		_, _ = w.WriteString("</a>")
 	} else {
 		_, _ = w.Write(label)
+	}
+	return ast.WalkSkipChildren, nil
+}
+
+func (nr nodeRenderer) shownTarget(w util.BufWriter, _ []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
+	if entering {
+		href := util.EscapeHTML([]byte(node.(*shownTarget).href))
+		_, _ = w.WriteString(`<a href="`)
+		_, _ = w.Write(href)
+		_, _ = w.WriteString(`">`)
+		_, _ = w.Write(href)
+		_, _ = w.WriteString("</a>")
 	}
 	return ast.WalkSkipChildren, nil
 }

@@ -28,10 +28,13 @@ type linePrefix struct {
 
 // plainWriter turns a parsed Markdown document into the plain-text body.
 // It walks the same AST the HTML is rendered from, so both bodies say the
-// same thing.
+// same thing. With visible set it writes inline content as the HTML shows
+// it (code spans without backticks, strikethrough without tildes), which
+// is how link labels are judged.
 type plainWriter struct {
 	src       []byte
 	text      gmhtml.Writer
+	visible   bool
 	out       strings.Builder
 	stack     []linePrefix
 	lines     int
@@ -231,8 +234,9 @@ func longestRun(s string, c byte) int {
 
 // inlines writes the inline children of n as text: emphasis markers are
 // dropped, inline code keeps its backticks, strikethrough keeps its tildes
-// (dropping them would change the meaning), links read "label (url)" and
-// images become their alt text.
+// (dropping them would change the meaning), links read "label (url)", a
+// link shown as its target reads as the target, and images become their
+// alt text.
 func (p *plainWriter) inlines(n ast.Node, b *strings.Builder) {
 	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 		p.inline(c, b)
@@ -277,16 +281,28 @@ func (p *plainWriter) inline(n ast.Node, b *strings.Builder) {
 		}
 	case *ast.AutoLink:
 		b.Write(n.Label(p.src))
+	case *shownTarget:
+		b.WriteString(n.href)
 	case *ast.RawHTML:
 		for i := 0; i < n.Segments.Len(); i++ {
 			s := n.Segments.At(i)
 			b.Write(s.Value(p.src))
 		}
 	case *east.Strikethrough:
+		if p.visible {
+			p.inlines(n, b)
+			break
+		}
 		b.WriteString("~~")
 		p.inlines(n, b)
 		b.WriteString("~~")
-	default: // emphasis, images and anything else: their text only
+	case *ast.Image:
+		// The HTML shows an image as its alt text in the plain form.
+		visible := p.visible
+		p.visible = false
+		p.inlines(n, b)
+		p.visible = visible
+	default: // emphasis and anything else: their text only
 		p.inlines(n, b)
 	}
 }
@@ -305,6 +321,10 @@ func (p *plainWriter) codeSpan(n *ast.CodeSpan, b *strings.Builder) {
 		}
 	}
 	s := code.String()
+	if p.visible {
+		b.WriteString(s)
+		return
+	}
 	fence := strings.Repeat("`", longestRun(s, '`')+1)
 	pad := ""
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 
@@ -93,19 +94,33 @@ type rendered struct {
 // answer parses markdown once and renders the sanitised HTML and the
 // plain text from the same tree.
 func (r *Renderer) answer(markdown string) (rendered, error) {
+	a, _, err := r.answerWithin(markdown, math.MaxInt)
+	return a, err
+}
+
+// answerWithin is answer for a reply with room for limit bytes of answer.
+// When the plain text and the HTML before sanitising already take more,
+// it returns their size as over, and no answer, without paying for the
+// sanitiser: the caller has to cut the Markdown anyway.
+func (r *Renderer) answerWithin(markdown string, limit int) (a rendered, over int, err error) {
 	src := []byte(markdown)
 	doc := r.md.Parser().Parse(text.NewReader(src))
 	limitNesting(doc, 0)
+	showTargets(doc, src, r.text)
 	var buf bytes.Buffer
 	if err := r.md.Renderer().Render(&buf, src, doc); err != nil {
-		return rendered{}, fmt.Errorf("render: %w", err)
+		return rendered{}, 0, fmt.Errorf("render: %w", err)
+	}
+	plain := plainText(doc, src, r.text)
+	if n := buf.Len() + len(plain); n > limit {
+		return rendered{}, n, nil
 	}
 	// Character references such as "&#1;" decode to control characters
 	// after the source was cleaned, so both bodies are cleaned again.
 	return rendered{
 		html:  strings.TrimSpace(cleanText(r.policy.Sanitize(buf.String()))),
-		plain: cleanText(plainText(doc, src, r.text)),
-	}, nil
+		plain: cleanText(plain),
+	}, 0, nil
 }
 
 // HTML renders markdown to sanitized HTML, without sources or limits.
@@ -165,28 +180,32 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 		md, truncated = cutMarkdown(md, r.budget), true
 	}
 	for {
-		ans, err := r.answer(md)
+		ans, over, err := r.answerWithin(md, r.budget-fixed)
 		if err != nil {
 			return nil, err
 		}
-		if strings.TrimSpace(ans.plain) == "" && !truncated {
-			// Nothing visible, e.g. "[]()" or "![](x)": an empty
-			// paragraph is not an answer.
-			return nil, ErrEmpty
-		}
-		b, err := m.encode(ans, truncated)
-		if err != nil {
-			return nil, err
-		}
-		if len(b) <= r.budget {
-			return b, nil
+		size := fixed + over
+		if over == 0 {
+			if strings.TrimSpace(ans.plain) == "" && !truncated {
+				// Nothing visible, e.g. "[]()" or "![](x)": an empty
+				// paragraph is not an answer.
+				return nil, ErrEmpty
+			}
+			b, err := m.encode(ans, truncated)
+			if err != nil {
+				return nil, err
+			}
+			if len(b) <= r.budget {
+				return b, nil
+			}
+			size = len(b)
 		}
 		if md == "" {
-			return nil, fmt.Errorf("render: reply of %d bytes exceeds the %d-byte budget", len(b), r.budget)
+			return nil, fmt.Errorf("render: reply of %d bytes exceeds the %d-byte budget", size, r.budget)
 		}
 		// Shrink the Markdown in proportion to the overshoot, with a
 		// margin, and always by at least a tenth.
-		n := int(int64(len(md)) * int64(r.budget-fixed) / int64(max(1, len(b)-fixed)))
+		n := int(int64(len(md)) * int64(r.budget-fixed) / int64(max(1, size-fixed)))
 		md, truncated = cutMarkdown(md, min(n*9/10, len(md)*9/10)), true
 	}
 }

@@ -29,8 +29,10 @@ type Source struct {
 }
 
 // acceptSources keeps the usable sources in first-use order: only
-// absolute http(s) URLs without credentials, one entry per normalised URL,
-// at most MaxSources, with titles reduced to one bounded line.
+// absolute http(s) URLs without credentials or invisible characters, one
+// entry per normalised URL, at most MaxSources, with titles reduced to one
+// bounded line; a title that names another host than its URL's (or none
+// at all) is replaced with the URL.
 func acceptSources(in []Source) []Source {
 	var out []Source
 	seen := make(map[string]bool)
@@ -43,8 +45,10 @@ func acceptSources(in []Source) []Source {
 			continue
 		}
 		seen[key] = true
+		// The title is the text of a link to u: one that would mislead
+		// (see showTarget) gives way to the URL itself.
 		title := ellipsize(singleLine(s.Title), MaxSourceTitleRunes)
-		if title == "" {
+		if showTarget(title, u) {
 			title = u
 		}
 		out = append(out, Source{URL: u, Title: title})
@@ -52,22 +56,33 @@ func acceptSources(in []Source) []Source {
 	return out
 }
 
-// sourceURL validates a source URL and returns it trimmed, together with
-// the key used to recognise duplicates: scheme and host compared without
-// case, the fragment ignored and a trailing slash on the path ignored.
+// sourceURL validates a source URL and returns it trimmed, its host in
+// IDNA (xn--) form, together with the key used to recognise duplicates:
+// scheme and host compared without case, the fragment ignored and a
+// trailing slash on the path ignored.
 func sourceURL(raw string) (u, key string, ok bool) {
 	s := strings.TrimSpace(raw)
-	if s == "" || len(s) > MaxSourceURLBytes || !utf8.ValidString(s) {
+	if s == "" || len(s) > MaxSourceURLBytes || !utf8.ValidString(s) || hasInvisible(s) {
 		return "", "", false
 	}
 	for _, c := range s {
-		if c <= ' ' || (c >= 0x7f && c <= 0x9f) || strings.ContainsRune("\"<>\\^`{|}", c) || isBidiControl(c) {
+		if c <= ' ' || (c >= 0x7f && c <= 0x9f) || strings.ContainsRune("\"<>\\^`{|}", c) {
 			return "", "", false
 		}
 	}
 	p, err := url.Parse(s)
 	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.User != nil || p.Opaque != "" {
 		return "", "", false
+	}
+	a, ok := asciiHost(s, p)
+	if !ok || len(a) > MaxSourceURLBytes {
+		return "", "", false
+	}
+	if a != s {
+		s = a
+		if p, err = url.Parse(s); err != nil {
+			return "", "", false
+		}
 	}
 	key = p.Scheme + "://" + strings.ToLower(p.Host) + strings.TrimSuffix(p.EscapedPath(), "/")
 	if p.RawQuery != "" {

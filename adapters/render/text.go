@@ -6,8 +6,12 @@ import (
 )
 
 // cleanText makes untrusted text safe to carry in a message: invalid UTF-8
-// becomes U+FFFD, CR and CRLF line endings become LF, and every other C0 or
-// C1 control character (except tab and newline) and DEL is removed.
+// becomes U+FFFD, CR, CRLF and the Unicode line and paragraph separators
+// become LF, and every other C0 or C1 control character (except tab and
+// newline), DEL and every bidi control (see isBidiControl) is removed.
+// Other invisible characters stay: in text they carry meaning (a
+// zero-width joiner inside an emoji sequence); links are judged
+// separately (see links.go).
 func cleanText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if strings.IndexByte(s, '\r') >= 0 {
@@ -15,19 +19,23 @@ func cleanText(s string) string {
 	}
 	return strings.Map(func(c rune) rune {
 		switch {
-		case c == '\r':
+		case c == '\r', c == 0x2028, c == 0x2029:
 			return '\n'
 		case c == '\n' || c == '\t':
 			return c
 		case c < 0x20 || (c >= 0x7f && c <= 0x9f):
+			return -1
+		case isBidiControl(c):
 			return -1
 		}
 		return c
 	}, s)
 }
 
-// isBidiControl reports whether c changes the direction of surrounding
-// text; such characters can make a one-line label display misleadingly.
+// isBidiControl reports whether c is a bidi control (the embeddings and
+// overrides U+202A–U+202E, the isolates U+2066–U+2069 and the marks
+// U+200E, U+200F and U+061C). They change the display order of the text
+// around them, so "txt.exe" can show as "exe.txt" or a URL can hide.
 func isBidiControl(c rune) bool {
 	switch {
 	case c == 0x061c, c == 0x200e, c == 0x200f:
@@ -41,8 +49,9 @@ func isBidiControl(c rune) bool {
 }
 
 // singleLine reduces untrusted text to one trimmed line: control and bidi
-// control characters go, and every run of white space (newlines, tabs,
-// Unicode line and paragraph separators) becomes a single space.
+// control characters go (see cleanText), and every run of white space
+// (newlines, tabs, Unicode line and paragraph separators, no-break
+// spaces) becomes a single space.
 func singleLine(s string) string {
 	s = cleanText(s)
 	var b strings.Builder
@@ -50,9 +59,7 @@ func singleLine(s string) string {
 	space := false
 	for _, c := range s {
 		switch {
-		case isBidiControl(c):
-			continue
-		case c == '\n' || c == '\t' || c == ' ' || c == 0x2028 || c == 0x2029 || c == 0xa0:
+		case c == '\n' || c == '\t' || c == ' ' || c == 0xa0:
 			space = b.Len() > 0
 			continue
 		}

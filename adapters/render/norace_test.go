@@ -1,0 +1,7 @@
+//go:build !race
+
+package render
+
+// costScale multiplies the CPU bounds of the cost tests; 1 without the
+// race detector.
+const costScale = 1
