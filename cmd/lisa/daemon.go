@@ -330,4 +330,3 @@ func (d *daemon) idle() bool {
 	}
 	return true
 }
-
