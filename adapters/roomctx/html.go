@@ -43,30 +43,51 @@ func isLinkScheme(scheme string) bool {
 // their content. Attributes other than those naming a link target, a code
 // language, a list start or a spoiler are ignored, so event handlers never
 // reach the output.
+//
+// HTML beyond the bounds in htmlguard.go gives "", as HTML without text
+// does, so the message shows its plain body: conversion costs at most a
+// few milliseconds and MiB whatever the input (issue #15).
 func htmlToText(src string) string {
-	src = event.TrimReplyFallbackHTML(src)
+	if len(src) > maxHTMLBytes {
+		return ""
+	}
+	src, sentinels, ok := prepareHTML(event.TrimReplyFallbackHTML(src))
+	if !ok {
+		return ""
+	}
 	doc, err := html.Parse(strings.NewReader(src))
-	if err != nil {
+	if err != nil || !unwrapSentinels(doc, sentinels) {
 		return ""
 	}
 	sanitize(doc)
-	var buf strings.Builder
+	if body := findBody(doc); body == nil || !checkMarkdown(body) {
+		return ""
+	}
+	buf := cappedBuilder{max: maxRenderedBytes}
 	if err := html.Render(&buf, doc); err != nil {
 		return ""
 	}
 	text, _ := format.HTMLToMarkdownFull(newHTMLParser(), buf.String())
+	if len(text) > maxTextBytes {
+		return ""
+	}
 	return cleanText(text)
 }
 
-// sanitize removes comments, foreign content and dropped elements below n
-// and rewrites tables as rows of text.
+// sanitize removes comments, foreign content, dropped elements and line
+// break opportunities (<wbr>, which prepareHTML also adds) below n,
+// rewrites tables as rows of text and restores the names prepareHTML
+// changed for parsing.
 func sanitize(n *html.Node) {
 	for c := n.FirstChild; c != nil; {
 		next := c.NextSibling
 		switch c.Type {
 		case html.ElementNode:
+			if name, ok := strings.CutPrefix(c.Data, renamePrefix); ok && c.Namespace == "" {
+				c.Data, c.DataAtom = name, atom.Lookup([]byte(name))
+			}
 			switch {
-			case c.Namespace != "" || isDropped(c.Data):
+			case c.Namespace != "" || isDropped(c.Data) || c.DataAtom == atom.Wbr:
 				n.RemoveChild(c)
 			case c.DataAtom == atom.Table:
 				sanitize(c)

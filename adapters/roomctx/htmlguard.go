@@ -1,0 +1,534 @@
+package roomctx
+
+import (
+	"errors"
+	"hash/maphash"
+	"io"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// Bounds on converting one message's HTML (issue #15). Without them a
+// 56 KB formatted_body of one paragraph, 500 nested <b> elements and
+// thousands of "<p>x" took 34 s of CPU and 3.5 GB: the HTML parser
+// reopens every unclosed formatting element in every paragraph, so its
+// output grows with the product of the two counts, and the Markdown
+// converter copies every level again. A bound that is hit makes
+// htmlToText return "", and the message shows its plain body instead.
+const (
+	// maxHTMLBytes bounds the HTML read at all. A Matrix event is at most
+	// 65,536 bytes of JSON (spec: "Size limits"), so no longer
+	// formatted_body comes from a valid event, and every linear pass below
+	// stays within a few milliseconds.
+	maxHTMLBytes = 64 << 10
+	// maxHTMLTokens bounds tags and text runs. A 64 KiB answer of prose,
+	// lists, links and highlighted code has a few thousand; only dense
+	// tag soup gets near the limit. Each token costs a few parser nodes at
+	// most, in our parse and again in the converter's, so this keeps both
+	// within a few MiB and milliseconds.
+	maxHTMLTokens = 16 << 10
+	// maxHTMLDepth bounds element nesting in the parsed message. Ten
+	// levels of nested lists with emphasis inside need about 25; the
+	// parser's scope checks walk the open elements at every token, so the
+	// depth multiplies its CPU time. It is enforced by the parser itself:
+	// sentinel elements fill its fixed stack of 512 up to this depth.
+	maxHTMLDepth = 32
+	// maxStackWalks bounds the tags that make the parser walk its whole
+	// stack of open elements (form start and end tags, template end tags,
+	// table start and end tags), which the sentinels below make 512
+	// elements deep. A message with more than a few tables is rare.
+	maxStackWalks = 256
+	// maxReopenedElements bounds the parser's work on unclosed formatting
+	// elements (reconstruction and the adoption agency), as a sound
+	// over-estimate taken before parsing. Short messages stay well below;
+	// above it formatting tags are parsed as plain elements, which gives
+	// the same tree for well-formed HTML and never copies elements.
+	maxReopenedElements = 4 << 10
+	// maxRenderedBytes bounds the sanitized HTML handed to the Markdown
+	// converter, four times the input: escaping makes a few characters up
+	// to five times longer (& as &amp;), but not all of them.
+	maxRenderedBytes = 4 * maxHTMLBytes
+	// maxMarkdownWork bounds the estimated bytes the Markdown converter
+	// allocates. It copies a node's text once per enclosing element and
+	// prefixes every line once per enclosing quote or list, so deep
+	// structure around long text costs more than the text; a 64 KiB
+	// message of prose, links and lists needs a few MiB.
+	maxMarkdownWork = 8 << 20
+	// maxTextBytes bounds the converted text, four times the input: list
+	// and quote prefixes add to each line, and more than that is
+	// structure around little text.
+	maxTextBytes = 4 * maxHTMLBytes
+)
+
+const (
+	// sentinelTag wraps the message while parsing to cap its depth; the
+	// message's own elements of that name are parsed as "object", which
+	// the parser treats alike and sanitize drops alike. It is special and
+	// a scope boundary, so the parser's scans stop there, and its end tag
+	// never reaches the parser.
+	sentinelTag = "applet"
+	// sentinelCount fills the parser's stack (512 elements, html and body
+	// included) so that more than maxHTMLDepth levels of message make it
+	// fail.
+	sentinelCount = 512 - 2 - maxHTMLDepth
+	// renamePrefix marks element names changed for parsing; sanitize
+	// removes one. Formatting elements get it when parsed as plain
+	// elements, and names that already have it get it twice, so a
+	// message cannot forge a renamed element.
+	renamePrefix = "lisa-"
+	// adoptionCopies bounds the elements one run of the adoption agency
+	// copies: at most eight outer rounds of one copy and three inner ones.
+	adoptionCopies = 8 * (1 + 3)
+	// noahsArk is how many identical formatting elements the parser keeps
+	// in its list of active formatting elements.
+	noahsArk = 3
+)
+
+// isFormatting reports whether the HTML parser tracks the element as a
+// formatting element, reopening it where a block closed it.
+func isFormatting(tag string) bool {
+	switch tag {
+	case "a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u":
+		return true
+	}
+	return false
+}
+
+// isRawText reports whether the tokenizer reads the element's content as
+// one run of text: raw text, or escapable raw text for textarea and title.
+func isRawText(tag string) bool {
+	switch tag {
+	case "iframe", "noembed", "noframes", "noscript", "plaintext", "script", "style", "textarea", "title", "xmp":
+		return true
+	}
+	return false
+}
+
+// keptAttr reports whether an attribute reaches the parser: those the
+// converter reads (link targets, code languages, list starts, spoilers,
+// maths) and those that change how an element parses. Dropping the others
+// keeps hostile attributes from being copied or rendered.
+func keptAttr(key string) bool {
+	switch key {
+	case "href", "class", "start", "data-mx-spoiler", "data-mx-maths",
+		"type", "color", "face", "size", "encoding":
+		return true
+	}
+	return false
+}
+
+// validName reports whether s is a tag name worth keeping: a letter, then
+// letters, digits and - : . _. Other names (the tokenizer accepts almost
+// any) could mean something else once written out again.
+func validName(s []byte) bool {
+	if len(s) == 0 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == ':' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseName is the element name the parser sees for a message's tag
+// named name, or "" to drop the tag. Document structure tags are dropped
+// (inside the body the parser ignores them anyway), and sentinel and
+// renamed names are escaped.
+func parseName(name []byte) string {
+	if !validName(name) {
+		return ""
+	}
+	s := atom.Lookup(name).String()
+	if s == "" {
+		s = string(name)
+	}
+	switch {
+	case s == "html" || s == "head" || s == "body":
+		return ""
+	case s == sentinelTag:
+		return "object"
+	case strings.HasPrefix(s, renamePrefix):
+		return renamePrefix + s
+	}
+	return s
+}
+
+// prepareHTML turns a message's HTML into what htmlToText parses and
+// says how many sentinel elements wrap it, or reports that it is too
+// large. The result is the message as the tokenizer reads it, written out
+// again so that the parser reads exactly the same tags whatever mode it
+// tokenizes in: text is escaped, comments and doctypes are gone, and tags
+// keep only valid names and kept attributes. A doctype selects standards
+// mode (a table then closes a paragraph, so no block ends up inside one),
+// and sentinel elements put the message in the body and cap its depth.
+// Runs of text the parser would join are kept apart (see separate).
+// Formatting elements become plain ones when the parser could spend too
+// long reopening them (see reopenBound).
+func prepareHTML(src string) (string, int, bool) {
+	if len(src) > maxHTMLBytes {
+		return "", 0, false
+	}
+	// The message is written twice, with formatting elements as they are
+	// and as plain elements; the bounds decide which one is parsed.
+	var out twin
+	out.Grow(len(src) + len(src)/4)
+	var bound reopenBound
+	z := html.NewTokenizer(strings.NewReader(src))
+	tokens, walks := 0, 0
+	raw := ""       // the raw text element whose content comes next
+	joined := false // whether text written now could join the last text
+	for {
+		tt := z.Next()
+		if tt == html.ErrorToken {
+			if !errors.Is(z.Err(), io.EOF) {
+				return "", 0, false
+			}
+			break
+		}
+		if tokens++; tokens > maxHTMLTokens {
+			return "", 0, false
+		}
+		switch tt {
+		case html.TextToken:
+			text := z.Text()
+			if joined {
+				separate(&out, text)
+			}
+			switch raw {
+			case "", "textarea", "title":
+				out.escapeText(text, true)
+			default: // taken literally, but must not start a tag
+				out.escapeText(text, false)
+			}
+			joined = true
+		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
+			name, hasAttr := z.TagName()
+			raw = ""
+			if tt != html.EndTagToken && isRawText(string(name)) {
+				raw = string(name)
+			}
+			s := parseName(name)
+			if s == "" {
+				continue
+			}
+			if walksStack(s, tt == html.EndTagToken) {
+				if walks++; walks > maxStackWalks {
+					return "", 0, false
+				}
+			}
+			formatting := isFormatting(s)
+			if tt == html.EndTagToken {
+				bound.end(formatting)
+				out.tag("</", s, formatting)
+				out.writeByte('>')
+				continue
+			}
+			joined = joined && mayIgnore(s)
+			out.tag("<", s, formatting)
+			var key maphash.Hash
+			if formatting {
+				key.SetSeed(variantSeed)
+				key.WriteString(s)
+			}
+			for hasAttr {
+				var k, v []byte
+				k, v, hasAttr = z.TagAttr()
+				if keptAttr(string(k)) {
+					out.WriteString(" " + string(k) + `="`)
+					out.escapeAttr(v)
+					out.writeByte('"')
+					if formatting {
+						key.WriteByte(0)
+						key.Write(k)
+						key.WriteString("=" + strconv.Itoa(len(v)) + ":")
+						key.Write(v)
+					}
+				}
+			}
+			if tt == html.SelfClosingTagToken {
+				out.WriteString("/>")
+			} else {
+				out.writeByte('>')
+			}
+			bound.start(s, formatting, key.Sum64())
+			continue
+		}
+		raw = ""
+	}
+	plain := bound.reopen > maxReopenedElements
+	body := out.real.String()
+	depth := bound.depth()
+	if plain {
+		body = out.plain.String()
+		depth -= bound.reopen // no element is reopened
+	}
+	sentinels := 1 // so the message starts in the body
+	if depth > maxHTMLDepth {
+		sentinels = sentinelCount
+	}
+	var b strings.Builder
+	b.Grow(len(body) + 16 + sentinels*(len(sentinelTag)+2))
+	b.WriteString("<!DOCTYPE html>")
+	for range sentinels {
+		b.WriteString("<" + sentinelTag + ">")
+	}
+	b.WriteString(body)
+	return b.String(), sentinels, true
+}
+
+// variantSeed seeds the hashes that tell formatting elements apart.
+var variantSeed = maphash.MakeSeed()
+
+// reopenBound bounds, token by token, the elements the HTML parser will
+// reopen or copy, and the depth of what it builds.
+//
+// The parser copies an element of its list of active formatting elements
+// when the element has been popped off the stack of open elements; only a
+// token that pops can do that, and it pops at most the formatting
+// elements open, which are no more than the list holds and no more than
+// maxHTMLDepth. The list holds at most noahsArk elements with the same
+// name and attributes. Text and formatting start tags other than a and
+// nobr never pop. Each run of the adoption agency copies at most
+// adoptionCopies more.
+type reopenBound struct {
+	reopen int            // bound on elements reopened or copied
+	starts int            // start tags
+	listed int            // bound on the list of active formatting elements
+	seen   map[uint64]int // formatting elements by name and attributes
+}
+
+// start counts a start tag; key tells formatting elements apart.
+func (r *reopenBound) start(tag string, formatting bool, key uint64) {
+	r.starts++
+	popped := min(r.listed, maxHTMLDepth)
+	if !formatting {
+		r.reopen += popped
+		return
+	}
+	if tag == "a" || tag == "nobr" {
+		r.reopen += popped + adoptionCopies
+	}
+	if r.seen == nil {
+		r.seen = map[uint64]int{}
+	}
+	if r.seen[key]++; r.seen[key] <= noahsArk {
+		r.listed++
+	}
+}
+
+// end counts an end tag.
+func (r *reopenBound) end(formatting bool) {
+	r.reopen += min(r.listed, maxHTMLDepth)
+	if formatting {
+		r.reopen += adoptionCopies
+	}
+}
+
+// depth bounds the depth of the parsed message: html and body, at most
+// three elements for each start tag (a table cell implies a body and a
+// row), one implied by an end tag, and every reopened element.
+func (r *reopenBound) depth() int {
+	return 3 + 3*r.starts + 1 + r.reopen
+}
+
+// twin is the message written out twice: real with formatting elements
+// as they are, plain with them renamed.
+type twin struct{ real, plain strings.Builder }
+
+// Grow grows both.
+func (t *twin) Grow(n int) {
+	t.real.Grow(n)
+	t.plain.Grow(n)
+}
+
+// WriteString writes s to both.
+func (t *twin) WriteString(s string) {
+	t.real.WriteString(s)
+	t.plain.WriteString(s)
+}
+
+// write writes p to both.
+func (t *twin) write(p []byte) {
+	t.real.Write(p)
+	t.plain.Write(p)
+}
+
+// writeByte writes c to both.
+func (t *twin) writeByte(c byte) {
+	t.real.WriteByte(c)
+	t.plain.WriteByte(c)
+}
+
+// tag writes the opening of a tag, "<" or "</" and its name, renaming
+// formatting elements in plain.
+func (t *twin) tag(open, name string, formatting bool) {
+	t.WriteString(open)
+	if formatting {
+		t.plain.WriteString(renamePrefix)
+	}
+	t.WriteString(name)
+}
+
+// escapeText writes text escaped for element content: < always, so no
+// tag starts in it, and & when the parser decodes entities there.
+func (t *twin) escapeText(text []byte, amp bool) {
+	for len(text) > 0 {
+		i := 0
+		for i < len(text) && text[i] != '<' && (text[i] != '&' || !amp) {
+			i++
+		}
+		t.write(text[:i])
+		if i == len(text) {
+			return
+		}
+		if text[i] == '<' {
+			t.WriteString("&lt;")
+		} else {
+			t.WriteString("&amp;")
+		}
+		text = text[i+1:]
+	}
+}
+
+// escapeAttr writes an attribute value escaped for double quotes.
+func (t *twin) escapeAttr(val []byte) {
+	for _, c := range val {
+		switch c {
+		case '&':
+			t.WriteString("&amp;")
+		case '"':
+			t.WriteString("&#34;")
+		case '<':
+			t.WriteString("&lt;")
+		default:
+			t.writeByte(c)
+		}
+	}
+}
+
+// walksStack reports whether the parser may walk its whole stack of open
+// elements for a start or end tag: to look for a template, or to find its
+// insertion mode after closing a table or template.
+func walksStack(tag string, end bool) bool {
+	switch tag {
+	case "form", "table":
+		return true
+	case "template":
+		return end
+	}
+	return false
+}
+
+// mayIgnore reports whether the parser may drop a start tag without
+// adding a node, so text before and after it could join. (End tags never
+// separate text.)
+func mayIgnore(tag string) bool {
+	switch tag {
+	case "caption", "col", "colgroup", "frame", "frameset", "head", "html", "body",
+		"tbody", "td", "tfoot", "th", "thead", "tr", "form", "select":
+		return true
+	}
+	return false
+}
+
+// separate writes a node that keeps the text following it from joining
+// the text before it: the parser appends a text token to a preceding
+// text node by copying both, so many small runs of text between ignored
+// tags would cost time and memory quadratic in their number. A comment
+// is inserted where white space goes, an empty <wbr> where other text
+// goes (also before a table, where a comment would not go); sanitize
+// removes both.
+func separate(b *twin, text []byte) {
+	for _, c := range text {
+		switch c {
+		case ' ', '\t', '\n', '\f', '\r':
+		default:
+			b.WriteString("<wbr>")
+			return
+		}
+	}
+	b.WriteString("<!---->")
+}
+
+// unwrapSentinels moves the message's nodes out of the sentinels
+// sentinel elements prepareHTML put around them, into the body. It
+// reports false if the parsed document does not have that shape.
+func unwrapSentinels(doc *html.Node, sentinels int) bool {
+	body := findBody(doc)
+	if body == nil {
+		return false
+	}
+	first := body.FirstChild
+	n := body
+	for range sentinels {
+		c := n.FirstChild
+		if c == nil || c != n.LastChild || c.Type != html.ElementNode || c.Data != sentinelTag {
+			return false
+		}
+		n = c
+	}
+	moveChildren(n, body)
+	body.RemoveChild(first)
+	return true
+}
+
+// findBody returns the body element of a parsed document.
+func findBody(doc *html.Node) *html.Node {
+	for h := doc.FirstChild; h != nil; h = h.NextSibling {
+		if h.Type == html.ElementNode && h.DataAtom == atom.Html {
+			for b := h.FirstChild; b != nil; b = b.NextSibling {
+				if b.Type == html.ElementNode && b.DataAtom == atom.Body {
+					return b
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// errTooLarge stops rendering at maxRenderedBytes.
+var errTooLarge = errors.New("rendered HTML too large")
+
+// cappedBuilder is a strings.Builder that fails once it would hold more
+// than max bytes.
+type cappedBuilder struct {
+	strings.Builder
+	max int
+}
+
+// Write appends p.
+func (c *cappedBuilder) Write(p []byte) (int, error) {
+	if c.Len()+len(p) > c.max {
+		return 0, errTooLarge
+	}
+	return c.Builder.Write(p)
+}
+
+// WriteString appends s.
+func (c *cappedBuilder) WriteString(s string) (int, error) {
+	if c.Len()+len(s) > c.max {
+		return 0, errTooLarge
+	}
+	return c.Builder.WriteString(s)
+}
+
+// WriteByte appends b.
+func (c *cappedBuilder) WriteByte(b byte) error {
+	if c.Len()+1 > c.max {
+		return errTooLarge
+	}
+	return c.Builder.WriteByte(b)
+}
+
+// WriteRune appends r.
+func (c *cappedBuilder) WriteRune(r rune) (int, error) {
+	if c.Len()+4 > c.max {
+		return 0, errTooLarge
+	}
+	return c.Builder.WriteRune(r)
+}
