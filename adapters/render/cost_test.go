@@ -111,3 +111,49 @@ func TestMisleadingLinksCost(t *testing.T) {
 		t.Errorf("rendering allocated %.1f MiB, over %d MiB", float64(best.alloc)/(1<<20), maxAlloc>>20)
 	}
 }
+
+// TestHostileMarkdownCost holds a reply quoting each of hostileMarkdown's
+// answers to the per-call bounds of issue #15 (maxCPU and maxAlloc, times
+// costScale and allocScale under the race detector), as testkit/hostile
+// does for the whole path of one event, and checks that the reply is
+// still a valid, non-empty message. The best CPU time of a few runs is
+// taken, as other goroutines' CPU time counts too.
+func TestHostileMarkdownCost(t *testing.T) {
+	const runs = 3
+	r := New()
+	for _, c := range hostileMarkdown() {
+		t.Run(c.name, func(t *testing.T) {
+			if len(c.md) > hostileBytes || len(c.md) < hostileBytes*9/10 {
+				t.Fatalf("answer of %d bytes, want about %d", len(c.md), hostileBytes)
+			}
+			b, err := r.Reply(c.md, "$e") // warm up
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := checkContent(t, b, "$e")
+			if strings.TrimSpace(got.Body) == "" || strings.TrimSpace(got.FormattedBody) == "" {
+				t.Fatalf("empty reply: %.300s", b)
+			}
+			if strings.Contains(c.md, "what is this?") && !strings.Contains(got.Body, "what is this?") {
+				t.Errorf("the answer's text is lost: %.300q", got.Body)
+			}
+			best := cost{cpu: time.Hour}
+			for range runs {
+				m := measure(t, func() {
+					if _, err := r.Reply(c.md, "$e"); err != nil {
+						t.Error(err)
+					}
+				})
+				best.cpu = min(best.cpu, m.cpu)
+				best.alloc = max(best.alloc, m.alloc)
+			}
+			t.Logf("%d bytes: %v CPU (best of %d), %.1f MiB allocated (worst), reply %d bytes", len(c.md), best.cpu, runs, float64(best.alloc)/(1<<20), len(b))
+			if bound := maxCPU * costScale; best.cpu > bound {
+				t.Errorf("rendering took %v of CPU, over %v", best.cpu, bound)
+			}
+			if bound := uint64(maxAlloc * allocScale); best.alloc > bound {
+				t.Errorf("rendering allocated %.1f MiB, over %d MiB", float64(best.alloc)/(1<<20), bound>>20)
+			}
+		})
+	}
+}

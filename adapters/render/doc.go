@@ -18,4 +18,8 @@
 // fallback quote of the invoking message, an empty m.mentions and the
 // org.lisabot.invocation field. The whole content stays within
 // MaxContentBytes, cutting the answer with a visible marker if need be.
+// Parsing is bounded too (bounds.go): an answer with too much markup is
+// cut the same way, and nesting, emphasis delimiters, pending link
+// openers and link destination scans beyond fixed bounds stay text, so
+// rendering hostile Markdown costs bounded time and memory.
 package render

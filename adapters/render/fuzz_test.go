@@ -2,6 +2,7 @@ package render
 
 import (
 	"errors"
+	"fmt"
 	"html"
 	"strings"
 	"testing"
@@ -76,6 +77,142 @@ func nastyMarkdown() []string {
 	}
 }
 
+// hostileBytes is the size of a hostile answer: as much as the model can
+// be made to echo of one hostile Matrix event (testkit/hostile builds
+// bodies of about this size).
+const hostileBytes = 60_000
+
+// fill repeats unit after prefix until the whole, suffix included, is
+// close to hostileBytes (never above it).
+func fill(prefix, unit, suffix string) string {
+	k := (hostileBytes - len(prefix) - len(suffix)) / len(unit)
+	return prefix + strings.Repeat(unit, max(k, 0)) + suffix
+}
+
+// lines joins line(0), line(1), … while the whole stays within
+// hostileBytes.
+func lines(line func(i int) string) string {
+	var b strings.Builder
+	for i := 0; ; i++ {
+		l := line(i) + "\n"
+		if b.Len()+len(l) > hostileBytes {
+			return b.String()
+		}
+		b.WriteString(l)
+	}
+}
+
+// hostileMarkdown returns Markdown worst cases for goldmark, each about
+// hostileBytes long: the markdown_* shapes of testkit/hostile and others
+// aimed at block nesting, delimiter and bracket processing, raw HTML and
+// entity scanning, code spans, tables, link reference definitions and
+// linkify.
+func hostileMarkdown() []struct{ name, md string } {
+	say := "Lisa: what is this?"
+	backtickRuns := func() string {
+		var b strings.Builder
+		b.WriteString(say + " ")
+		for i := 1; b.Len()+i+1 <= hostileBytes; i++ {
+			b.WriteString(strings.Repeat("`", i) + " ")
+		}
+		return b.String()
+	}
+	table := func(cols int) string {
+		return say + "\n\n" + strings.Repeat("|a", cols) + "|\n" + strings.Repeat("|-", cols) + "|\n" + strings.Repeat("|b", cols) + "|"
+	}
+	return []struct{ name, md string }{
+		// The shapes of testkit/hostile.
+		{"markdown_quotes", fill(say+"\n", "> ", "x")},
+		{"markdown_brackets", fill(say+" ", "[", "")},
+		{"markdown_emphasis", fill(say+" ", "*_", "")},
+		{"markdown_links", fill(say+" ", "[https://bank.example](https://evil.example) ", "")},
+		{"markdown_backticks", fill(say+" ", "`", "")},
+		// Block nesting.
+		{"bullets", fill(say+"\n", "- ", "x")},
+		{"ordered", fill(say+"\n", "1. ", "x")},
+		{"quoted_bullets", fill(say+"\n", "> - ", "x")},
+		{"plus_star_bullets", fill(say+"\n", "+ * ", "x")},
+		{"quote_tabs", fill(say+"\n", ">\t", "x")},
+		{"quote_no_space", fill(say+"\n", ">", "x")},
+		{"deep_quote_lines", lines(func(int) string { return strings.Repeat("> ", 200) + "x" })},
+		{"deep_bullet_lines", lines(func(int) string { return strings.Repeat("- ", 200) + "x" })},
+		{"indented_bullets", lines(func(i int) string { return strings.Repeat("  ", i) + "- x" })},
+		{"indented_ordered", lines(func(i int) string { return strings.Repeat("   ", i) + "1. x" })},
+		{"empty_items", fill(say+"\n", "-\n", "")},
+		// Brackets, links and images.
+		{"closing_brackets", fill(say+" ", "]", "")},
+		{"images", fill(say+" ", "![", "")},
+		{"nested_links", say + " " + strings.Repeat("[", 7000) + "x" + strings.Repeat("](https://e.example)", 2600)},
+		{"label_spans", fill(say+" "+strings.Repeat("[", 64), "`a` ", strings.Repeat("]", 64))},
+		{"label_delimiters", fill(say+" "+strings.Repeat("[", 64), "*a_ ", strings.Repeat("]", 64))},
+		{"open_destinations", fill(say+" ", "[a](", "")},
+		{"open_angle_destinations", fill(say+" ", "[a](<", "")},
+		{"destination_parens", fill(say+" [a](", "(", "")},
+		{"open_titles", fill(say+" ", `[a](b "`, "")},
+		{"open_paren_titles", fill(say+" ", "[a](b (", "")},
+		{"open_paren_title_lines", fill(say+" ", "[a](b (\n", "")},
+		{"open_ref_labels", fill(say+" ", "[a][", "")},
+		{"undefined_refs", fill(say+" ", "[a]", "")},
+		{"link_refs", lines(func(i int) string { return fmt.Sprintf("[r%d]: https://e.example/%d", i, i) })},
+		{"ref_uses", fill("[a]: https://e.example\n\n"+say+" ", "[a]", "")},
+		{"full_ref_uses", fill("[a]: https://e.example\n\n"+say+" ", "[x][a]", "")},
+		{"open_refs", fill(say+"\n\n", "[a]: ", "")},
+		// Emphasis and strikethrough delimiters.
+		{"stars", fill(say+" ", "*", "")},
+		{"star_words", fill(say+" ", "a*", "")},
+		{"star_prefixes", fill(say+" ", "*a ", "")},
+		{"underscore_words", fill(say+" ", " _a", "")},
+		{"mixed_runs", fill(say+" ", "**a__", "")},
+		{"openers_closers", fill(say+" ", "*a_ ", "")},
+		{"mixed_run_lines", fill(say+" ", "**a__\n", "")},
+		{"rule_of_three", fill(say+" ", "a***b**", "")},
+		{"tildes", fill(say+" ", "~", "")},
+		{"tilde_words", fill(say+" ", "~~a", "")},
+		// Raw HTML (off, shown as text), entities and escapes.
+		{"less_than", fill(say+" ", "<", "")},
+		{"raw_tags", fill(say+" ", "<b>", "")},
+		{"autolinks", fill(say+" ", "<ab:c>", "")},
+		{"open_tags", fill(say+" ", "<a ", "")},
+		{"open_attributes", fill(say+" <a", ` b="`, "")},
+		{"open_comments", fill(say+" ", "<!--", "")},
+		{"open_declarations", fill(say+" ", "<!X ", "")},
+		{"open_cdata", fill(say+" ", "<![CDATA[", "")},
+		{"open_instructions", fill(say+" ", "<?", "")},
+		{"open_bangs", fill(say+" ", "<!", "")},
+		{"open_autolinks", fill(say+" ", "<http:", "")},
+		{"html_blocks", fill(say+"\n", "<div>\n", "")},
+		{"ampersands", fill(say+" ", "&", "")},
+		{"open_entities", fill(say+" ", "&#x", "")},
+		{"entities", fill(say+" ", "&#x202E;", "")},
+		{"backslashes", fill(say+" ", `\`, "")},
+		// Code.
+		{"backtick_runs", backtickRuns()},
+		{"code_spans", fill(say+" ", "`a` ", "")},
+		{"fences", fill(say+"\n", "```\n", "")},
+		// Tables.
+		{"pipes", fill(say+"\n\n", "|", "")},
+		{"table_columns", table(9900)},
+		{"table_rows", fill(say+"\n\n|a|b|\n|-|-|\n", "|x|y|\n", "")},
+		{"table_cells", fill(say+"\n\n"+strings.Repeat("|a", 50)+"|\n"+strings.Repeat("|-", 50)+"|\n", strings.Repeat("|b", 50)+"|\n", "")},
+		// Headings and breaks.
+		{"headings", fill(say+"\n", "# x\n", "")},
+		{"hashes", fill(say+"\n", "#", "")},
+		{"setext", fill(say+"\n", "a\n=\n", "")},
+		{"breaks", fill(say+"\n", "***\n", "")},
+		// Linkify.
+		{"www", fill(say+" ", "www.", "")},
+		{"schemes", fill(say+" ", "http://", "")},
+		{"emails", fill(say+" ", "a@b.", "")},
+		{"urls", fill(say+" ", "www.e.example ", "")},
+		{"paren_www", fill(say+" ", "(www.e.example", "")},
+		{"paren_schemes", fill(say+" ", "(https://e.example/", "")},
+		{"star_www", fill(say+" ", "*www.e.example", "")},
+		{"underscore_www", fill(say+" ", "_www.e.example", "")},
+		{"tilde_www", fill(say+" ", "~www.e.example", "")},
+		{"paren_emails", fill(say+" ", "(a@e.example", "")},
+	}
+}
+
 func FuzzRender(f *testing.F) {
 	hostile := []struct{ url, title, sender, body string }{
 		{"https://example.org/a", "A title", "@alice:example.org", "hi Lisa"},
@@ -93,6 +230,10 @@ func FuzzRender(f *testing.F) {
 	for i, md := range nastyMarkdown() {
 		h := hostile[i%len(hostile)]
 		f.Add(md, h.url, h.title, h.sender, h.body)
+	}
+	// Markdown that makes goldmark's work explode (see bounds.go).
+	for _, c := range hostileMarkdown() {
+		f.Add(c.md, "https://example.org/a", "A title", "@alice:example.org", "hi Lisa")
 	}
 	r := New()
 	f.Fuzz(func(t *testing.T, md, srcURL, title, sender, body string) {

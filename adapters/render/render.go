@@ -57,7 +57,9 @@ type Renderer struct {
 func New() *Renderer {
 	text := gmhtml.NewWriter()
 	md := goldmark.New(
-		goldmark.WithExtensions(extension.Strikethrough, extension.Table, extension.Linkify),
+		// Goldmark's parser, held to the bounds of bounds.go.
+		goldmark.WithParser(newParser()),
+		goldmark.WithExtensions(strikethrough{}, extension.Table, extension.Linkify),
 		// No html.WithUnsafe: raw HTML is never passed through. The
 		// overrides below show it as escaped text and apply Lisa's link
 		// and image rules.
@@ -142,7 +144,10 @@ func (r *Renderer) Reply(markdown, inReplyTo string) ([]byte, error) {
 // InvocationKey. The content never exceeds MaxContentBytes: sources are
 // dropped from the end until they and the fallback take at most half of
 // it, and an answer that still does not fit is cut at a block or rune
-// boundary and ends with TruncatedMarker. The output is deterministic.
+// boundary and ends with TruncatedMarker. An answer with more than
+// maxMarkup line breaks and markup characters is cut the same way before
+// it is parsed, and parsing is bounded (see bounds.go). The output is
+// deterministic.
 func (r *Renderer) Render(a Answer) ([]byte, error) {
 	if a.InReplyTo.EventID == "" {
 		return nil, errors.New("render: no event to reply to")
@@ -178,6 +183,9 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 	truncated := false
 	if len(md) > r.budget {
 		md, truncated = cutMarkdown(md, r.budget), true
+	}
+	if n := markupEnd(md, maxMarkup); n < len(md) {
+		md, truncated = cutMarkdown(md, n), true
 	}
 	for {
 		ans, over, err := r.answerWithin(md, r.budget-fixed)
