@@ -1,0 +1,10 @@
+// Package hostile generates the worst-case Matrix message contents a room
+// member can send — formatting bombs, deep nesting, huge attributes, giant
+// or malformed IDs, long bodies, odd Unicode — and measures what one
+// event costs (CPU time and bytes allocated) as it passes through
+// classification, context building and rendering.
+//
+// The corpus is deterministic: the same names produce the same bytes on
+// every run, so a regression shows up as a changed number, not a flake.
+// Every case fits in one Matrix event (at most 64 KiB of JSON).
+package hostile
