@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/testkit/hostile"
+)
+
+// maxHostileRSS is the most resident memory Lisa may ever reach while a
+// room member feeds her the hostile corpus (issue #15).
+const maxHostileRSS = 200 << 20
+
+// peakRSS reads the peak resident set size (VmHWM) of process pid.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+// TestHostileEventsBlackBox: a member sends every hostile case of the
+// corpus into an allowed room of a real homeserver, then an ordinary
+// mention. Lisa answers each addressed case exactly once, ignores the
+// rest, answers the ordinary mention promptly (sync kept moving), and her
+// peak memory stays bounded.
+func TestHostileEventsBlackBox(t *testing.T) {
+	e := newE2E(t, 1)
+	// Every addressed case should really be answered: no flood limits here.
+	e.extraConfig = "sender_rate_limit = 0\nroom_queue_limit = 1000\n"
+	room := e.allowed[0]
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	want := map[id.EventID]int{}
+	var ignored []id.EventID
+	for _, c := range hostile.Corpus("Lisa") {
+		resp, err := e.human.SendMessageEvent(e.ctx, room, event.EventMessage, c.Content)
+		if err != nil {
+			// The homeserver may refuse a case itself; that is its
+			// right, and nothing reaches Lisa.
+			t.Logf("homeserver refused %s: %v", c.Name, err)
+			continue
+		}
+		if c.Addressed {
+			want[resp.EventID] = 1
+		} else {
+			ignored = append(ignored, resp.EventID)
+		}
+	}
+	asked := time.Now()
+	ordinary := e.mention(room, "an ordinary question after all that")
+	e.awaitReply(room, ordinary)
+	t.Logf("ordinary mention answered %v after it was sent, behind %d hostile invocations", time.Since(asked).Round(time.Millisecond), len(want))
+	want[ordinary] = 1
+	e.expectReplies(room, want)
+	for _, ev := range ignored {
+		if n := e.replies(room)[ev]; n != 0 {
+			t.Errorf("unaddressed hostile event %s got %d replies", ev, n)
+		}
+	}
+	rss := peakRSS(t, p.cmd.Process.Pid)
+	t.Logf("Lisa's peak RSS: %.1f MiB", float64(rss)/(1<<20))
+	if rss > maxHostileRSS {
+		t.Errorf("Lisa's peak RSS is %.1f MiB, bound %d MiB", float64(rss)/(1<<20), maxHostileRSS>>20)
+	}
+	if strings.Contains(p.text(), e.bot.AccessToken) {
+		t.Error("the access token appears in Lisa's logs")
+	}
+}
+
+// TestFloodGetsOneOverloadReply: a member who mentions Lisa faster than
+// runtime.sender_rate_limit allows gets answers up to the limit, one
+// in-character overload reply, and then silence (logged), while another
+// member is still answered.
+func TestFloodGetsOneOverloadReply(t *testing.T) {
+	e := newE2E(t, 1)
+	e.extraConfig = "sender_rate_limit = 3\nsender_rate_window_seconds = 600\n"
+	room := e.allowed[0]
+	other, err := e.hs.RegisterUser(e.ctx, "mallory", "mallory-password-1", "MALLORY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCli, _ := mautrix.NewClient(e.hs.URL(), id.UserID(other.UserID), other.AccessToken)
+	if _, err := e.human.InviteUser(e.ctx, room, &mautrix.ReqInviteUser{UserID: id.UserID(other.UserID)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := otherCli.JoinRoomByID(e.ctx, room); err != nil {
+		t.Fatal(err)
+	}
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	var flood []id.EventID
+	for i := range 8 {
+		flood = append(flood, e.mention(room, fmt.Sprintf("flood question %d", i)))
+	}
+	resp, err := otherCli.SendMessageEvent(e.ctx, room, event.EventMessage, &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, a question from someone else",
+		Mentions: &event.Mentions{UserIDs: []id.UserID{id.UserID(e.bot.UserID)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.awaitReply(room, resp.EventID)
+	// The notice for flood[3] is sent before the queued answers after the
+	// head: by the time the other member is answered, all are in.
+	want := map[id.EventID]int{flood[0]: 1, flood[1]: 1, flood[2]: 1, flood[3]: 1, resp.EventID: 1}
+	e.expectReplies(room, want)
+	if !strings.Contains(e.replyBody(room, flood[3]), "Too much at once.") {
+		t.Errorf("the refused mention got %q, want the overload error", e.replyBody(room, flood[3]))
+	}
+	if n := strings.Count(p.text(), "invocation refused"); n != 5 {
+		t.Errorf("%d refusals logged, want 5 (flood questions 3 to 7)", n)
+	}
+}
+
+// replyBody returns the body of Lisa's reply to ev in room.
+func (e *e2e) replyBody(room id.RoomID, ev id.EventID) string {
+	e.t.Helper()
+	resp, err := e.human.Messages(e.ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, evt := range resp.Chunk {
+		if string(evt.Sender) == e.bot.UserID && strings.Contains(string(evt.Content.VeryRaw), string(ev)) {
+			_ = evt.Content.ParseRaw(evt.Type)
+			return evt.Content.AsMessage().Body
+		}
+	}
+	return ""
+}
