@@ -2,8 +2,12 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,7 +56,9 @@ func TestHostileEventsBlackBox(t *testing.T) {
 	// Every addressed case should really be answered: no flood limits here.
 	e.extraConfig = "sender_rate_limit = 0\nroom_queue_limit = 1000\n"
 	room := e.allowed[0]
-	p := e.start()
+	// The production binary, built without the race detector, so its
+	// memory is what an operator's Lisa would use.
+	p := e.startBinary(buildLisa(t))
 	e.awaitLog(p, "sync baseline recorded")
 
 	want := map[id.EventID]int{}
@@ -133,6 +139,57 @@ func TestFloodGetsOneOverloadReply(t *testing.T) {
 	}
 	if n := strings.Count(p.text(), "invocation refused"); n != 5 {
 		t.Errorf("%d refusals logged, want 5 (flood questions 3 to 7)", n)
+	}
+}
+
+// buildLisa builds the daemon binary (never with the race detector) into a
+// temporary directory.
+func buildLisa(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "lisa")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/lisabot/lisa/cmd/lisa").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building lisa: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startBinary runs `bin run` as Lisa, like start runs the test binary.
+func (e *e2e) startBinary(bin string) *lisaProc {
+	e.t.Helper()
+	cmd := exec.Command(bin, "run", "--config", e.writeConfig())
+	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &lisaProc{cmd: cmd, events: make(chan string, 1000), done: make(chan struct{})}
+	go p.collect(stderr)
+	e.t.Cleanup(func() { p.kill() })
+	e.proc = p
+	return p
+}
+
+// collect reads Lisa's JSON log lines until the pipe closes.
+func (p *lisaProc) collect(r io.Reader) {
+	defer close(p.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		p.mu.Lock()
+		p.logs = append(p.logs, line)
+		p.mu.Unlock()
+		var rec struct{ Msg string }
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			select {
+			case p.events <- rec.Msg:
+			default:
+			}
+		}
 	}
 }
 
