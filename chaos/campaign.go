@@ -166,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		lisaEvents: map[id.RoomID][]id.EventID{}, typing: map[id.RoomID][]id.UserID{},
 		exits: map[string]int{}, actorFaults: map[string]int{},
 	}
-	c.progress("seed %d: replay with `lisa chaos --seed %d`", cfg.Seed, cfg.Seed)
+	c.progress("seed %d: replay with `go run ./cmd/lisa-chaos --seed %d`", cfg.Seed, cfg.Seed)
 	if err := c.setUp(ctx); err != nil {
 		c.tearDown()
 		return nil, err
@@ -302,6 +302,10 @@ max_concurrent_rooms = 2
 shutdown_grace_seconds = 5
 invocation_timeout_seconds = 30
 log_level = "info"
+# The campaign's traffic is a flood by design: it checks exactly-once,
+# not flood control, so nothing may be refused.
+sender_rate_limit = 0
+room_queue_limit = 1000
 `, c.cfg.Seed, c.hsProxy.URL(), c.bot.UserID, c.bot.DeviceID, strings.Join(rooms, ", "), c.llmProxy.URL()+"/v1", genericError)
 	path := filepath.Join(c.cfg.Dir, "lisa.toml")
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
@@ -420,7 +424,19 @@ func (c *campaign) traffic(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); c.killer(ctx) }()
 	go func() { defer wg.Done(); c.restarter(ctx) }()
+	err := c.humanTraffic(ctx, errc)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	c.endFaults()
+	return nil
+}
 
+// humanTraffic posts human messages until the campaign is done or ran
+// out of time. It returns the supervisor's error, or ctx's once it ends.
+func (c *campaign) humanTraffic(ctx context.Context, errc <-chan error) error {
 	start := time.Now()
 	lastReport := start
 	n := 0
@@ -429,17 +445,14 @@ func (c *campaign) traffic(ctx context.Context) error {
 			inv, faults, kills, restarts := c.counts()
 			c.report.violate("minimums not reached within %s: %d invocations, %d actor faults, %d kills, %d homeserver restarts",
 				c.cfg.MaxDuration, inv, faults, kills, restarts)
-			break
+			return nil
 		}
 		select {
 		case err := <-errc:
 			if err != nil {
-				cancel()
-				wg.Wait()
 				return err
 			}
 		case <-ctx.Done():
-			wg.Wait()
 			return ctx.Err()
 		case <-time.After(c.between(c.cfg.MessageEvery)):
 		}
@@ -449,19 +462,30 @@ func (c *campaign) traffic(ctx context.Context) error {
 		}
 		if time.Since(lastReport) > 15*time.Second {
 			lastReport = time.Now()
-			inv, faults, kills, restarts := c.counts()
-			net := 0
-			for _, px := range []*Proxy{c.hsProxy, c.llmProxy} {
-				for _, n := range px.Counts() {
-					net += n
-				}
-			}
-			c.progress("%s: %d invocations, %d actor faults, %d network faults, %d kills, %d homeserver restarts",
-				time.Since(start).Round(time.Second), inv, faults, net, kills, restarts)
+			c.trafficProgress(start)
 		}
 	}
-	cancel()
-	wg.Wait()
+	return nil
+}
+
+// trafficProgress reports what the fault phase begun at start has done
+// so far.
+func (c *campaign) trafficProgress(start time.Time) {
+	inv, faults, kills, restarts := c.counts()
+	net := 0
+	for _, px := range []*Proxy{c.hsProxy, c.llmProxy} {
+		for _, n := range px.Counts() {
+			net += n
+		}
+	}
+	c.progress("%s: %d invocations, %d actor faults, %d network faults, %d kills, %d homeserver restarts",
+		time.Since(start).Round(time.Second), inv, faults, net, kills, restarts)
+}
+
+// endFaults ends the fault phase once its goroutines have stopped: no
+// more network faults, the last faulty Lisa stopped and accounted for,
+// and the proxies' counts in the report.
+func (c *campaign) endFaults() {
 	c.hsProxy.Enable(false)
 	c.llmProxy.Enable(false)
 	c.mu.Lock()
@@ -486,7 +510,6 @@ func (c *campaign) traffic(ctx context.Context) error {
 		c.report.NetFaults["llm:"+string(k)] += v
 	}
 	c.report.NetRequests = map[string]int64{"homeserver": c.hsProxy.Requests(), "llm": c.llmProxy.Requests()}
-	return nil
 }
 
 // awaitBaseline waits until a Lisa recorded the sync baseline.

@@ -17,7 +17,7 @@ import (
 // lisaBin is the lisa binary built for the campaign (see TestMain).
 var lisaBin string
 
-// TestMain builds cmd/lisa once, with the race detector when the tests
+// TestMain builds cmd/lisa-chaos (Lisa with failpoints and fault injection) once, with the race detector when the tests
 // have it, so the campaign runs Lisa as a real process it can SIGKILL.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lisa-chaos-bin-")
@@ -25,12 +25,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lisaBin = filepath.Join(dir, "lisa")
+	lisaBin = filepath.Join(dir, "lisa-chaos")
 	args := []string{"build", "-o", lisaBin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	build := exec.Command("go", append(args, "github.com/lisabot/lisa/cmd/lisa")...)
+	build := exec.Command("go", append(args, "github.com/lisabot/lisa/cmd/lisa-chaos")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building lisa:", err)

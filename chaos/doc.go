@@ -18,6 +18,6 @@
 //     as counted on the homeserver, nothing else answered, journals replay
 //     to the live state, no leaked actors or goroutines, typing cleared).
 //
-// `go test ./chaos` runs a short seeded campaign; `lisa chaos --seed S
+// `go test ./chaos` runs a short seeded campaign; `lisa-chaos --seed S
 // --duration D` runs a long one and prints the report.
 package chaos

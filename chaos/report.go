@@ -86,7 +86,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(tw, "chaos campaign\t%s (seed %d; replay: lisa chaos --seed %d)\n", verdict, r.Seed, r.Seed)
+	fmt.Fprintf(tw, "chaos campaign\t%s (seed %d; replay: go run ./cmd/lisa-chaos --seed %d)\n", verdict, r.Seed, r.Seed)
 	fmt.Fprintf(tw, "duration\t%s (faults for %s, quiet catch-up %s)\n", r.Duration, r.TrafficPhase, r.QuietCatchUp)
 	fmt.Fprintf(tw, "rooms\t%d allowed + 1 not allowed\n", r.Rooms)
 	fmt.Fprintf(tw, "invocations issued\t%d (and %d messages to ignore)\n", r.Invocations, r.Chatter)

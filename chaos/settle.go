@@ -85,16 +85,9 @@ func (c *campaign) settle(ctx context.Context) error {
 	obsCtx, stopObs := context.WithCancel(ctx)
 	defer stopObs()
 	go c.observe(obsCtx)
-	p, err := c.launch(true)
+	p, err := c.launchQuiet()
 	if err != nil {
 		return err
-	}
-	select {
-	case <-p.ready:
-	case <-p.done:
-		return fmt.Errorf("quiet lisa exited (%s): %s", p.cause(), p.lastError())
-	case <-time.After(2 * time.Minute):
-		return fmt.Errorf("quiet lisa not ready after 2 minutes")
 	}
 	recoverStart := time.Now()
 	c.mu.Lock()
@@ -108,6 +101,54 @@ func (c *campaign) settle(ctx context.Context) error {
 	if d := lateStoresBy.Add(2 * time.Minute); d.After(deadline) {
 		deadline = d
 	}
+	if err := c.awaitAnswers(ctx, recoverStart, deadline); err != nil {
+		return err
+	}
+	c.report.QuietCatchUp = time.Since(recoverStart).Round(100 * time.Millisecond)
+	if err := c.awaitSentinels(ctx, deadline.Add(2*time.Minute)); err != nil {
+		return err
+	}
+	if err := c.awaitLateStores(ctx, lateStoresBy); err != nil {
+		return err
+	}
+	if err := c.count(ctx); err != nil {
+		return err
+	}
+	live, err := c.inspect()
+	if err != nil {
+		c.report.violate("admin socket: %v", err)
+	}
+	c.checkTyping()
+	c.checkStop(p)
+
+	// The journals on disk replay to the live state.
+	if live != nil {
+		c.checkReplay(live)
+	}
+	c.finishReport()
+	return nil
+}
+
+// launchQuiet starts the quiet phase's Lisa and waits until she is ready.
+func (c *campaign) launchQuiet() (*lisaProc, error) {
+	p, err := c.launch(true)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.ready:
+	case <-p.done:
+		return nil, fmt.Errorf("quiet lisa exited (%s): %s", p.cause(), p.lastError())
+	case <-time.After(2 * time.Minute):
+		return nil, fmt.Errorf("quiet lisa not ready after 2 minutes")
+	}
+	return p, nil
+}
+
+// awaitAnswers waits until every invocation has at least one reply, or
+// until deadline, when it notes how many are still unanswered (the count
+// then reports them as losses).
+func (c *campaign) awaitAnswers(ctx context.Context, recoverStart, deadline time.Time) error {
 	for {
 		counts, _, err := c.replyCounts(ctx)
 		if err != nil {
@@ -122,18 +163,20 @@ func (c *campaign) settle(ctx context.Context) error {
 		}
 		c.mu.Unlock()
 		if missing == 0 {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
 			c.progress("%d invocations still unanswered after %s", missing, time.Since(recoverStart).Round(time.Second))
-			break
+			return nil
 		}
 		time.Sleep(2 * time.Second)
 	}
-	c.report.QuietCatchUp = time.Since(recoverStart).Round(100 * time.Millisecond)
+}
 
-	// A sentinel per room: rooms answer in order, so once it is answered
-	// any duplicate of an earlier invocation would have been sent.
+// awaitSentinels sends a sentinel per room and waits, until deadline,
+// for all of them to be answered: rooms answer in order, so once it is
+// answered any duplicate of an earlier invocation would have been sent.
+func (c *campaign) awaitSentinels(ctx context.Context, deadline time.Time) error {
 	sentinels := map[id.EventID]id.RoomID{}
 	for _, r := range c.rooms {
 		ev, err := c.send(ctx, r, &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, sentinel: are you done?",
@@ -158,35 +201,37 @@ func (c *campaign) settle(ctx context.Context) error {
 			}
 		}
 		if left == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline.Add(2 * time.Minute)) {
+		if time.Now().After(deadline) {
 			return fmt.Errorf("%d sentinels unanswered", left)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
 
-	// A send a homeserver restart cut short is stored up to Dendrite's
-	// late-store window after it was received: count only after that, so
-	// a late store shows up as the duplicate it would be.
-	if wait := time.Until(lateStoresBy); wait > 0 {
-		c.progress("waiting %s for late stores of sends cut short by the last homeserver restart", wait.Round(time.Second))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+// awaitLateStores waits until lateStoresBy. A send a homeserver restart
+// cut short is stored up to Dendrite's late-store window after it was
+// received: count only after that, so a late store shows up as the
+// duplicate it would be.
+func (c *campaign) awaitLateStores(ctx context.Context, lateStoresBy time.Time) error {
+	wait := time.Until(lateStoresBy)
+	if wait <= 0 {
+		return nil
 	}
-	if err := c.count(ctx); err != nil {
-		return err
+	c.progress("waiting %s for late stores of sends cut short by the last homeserver restart", wait.Round(time.Second))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
 	}
-	live, err := c.inspect()
-	if err != nil {
-		c.report.violate("admin socket: %v", err)
-	}
+}
 
-	// Typing: a killed Lisa cannot clear hers; the homeserver's timeout
-	// (Lisa's lease is 30 s) must have, and a live Lisa must have.
+// checkTyping checks that Lisa is shown typing nowhere: a killed Lisa
+// cannot clear hers; the homeserver's timeout (Lisa's lease is 30 s) must
+// have, and a live Lisa must have.
+func (c *campaign) checkTyping() {
 	typingDeadline := time.Now().Add(75 * time.Second)
 	for len(c.lisaTyping()) > 0 && time.Now().Before(typingDeadline) {
 		time.Sleep(500 * time.Millisecond)
@@ -195,8 +240,11 @@ func (c *campaign) settle(ctx context.Context) error {
 		c.report.TypingLeft = len(left)
 		c.report.violate("lisa still shown typing in %d rooms", len(left))
 	}
+}
 
-	// A clean stop, without leaked goroutines.
+// checkStop stops the quiet Lisa p and checks that she stops cleanly,
+// without leaked goroutines.
+func (c *campaign) checkStop(p *lisaProc) {
 	if err := p.stop(30 * time.Second); err != nil {
 		c.report.violate("quiet stop: %v", err)
 	}
@@ -209,13 +257,6 @@ func (c *campaign) settle(ctx context.Context) error {
 	case leaked > 0:
 		c.report.violate("%d goroutines leaked after stop: %s", leaked, text)
 	}
-
-	// The journals on disk replay to the live state.
-	if live != nil {
-		c.checkReplay(live)
-	}
-	c.finishReport()
-	return nil
 }
 
 // count compares Lisa's replies on the homeserver with the invocations.

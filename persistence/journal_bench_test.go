@@ -44,7 +44,7 @@ func BenchmarkBadgerAppend(b *testing.B) {
 }
 
 // BenchmarkBadgerAppendParallel measures durable journal writes from
-// many rooms at once, as the throughput phase of `lisa bench` causes.
+// many rooms at once, as the throughput phase of `lisa-bench` causes.
 func BenchmarkBadgerAppendParallel(b *testing.B) {
 	s := openBench(b)
 	ev := benchEvent(0)

@@ -296,7 +296,6 @@ func (h *harness) syncConfig() *app.SyncConfig {
 	}
 	return &app.SyncConfig{
 		Source: h.link, Ledger: h.store, Watchdog: 5 * time.Second,
-		Backoff: syncer.Backoff{Base: 5 * time.Millisecond, Max: 20 * time.Millisecond},
-		Jitter:  func() float64 { return 0 },
+		Backoff: syncer.NewBackoff(5*time.Millisecond, 20*time.Millisecond, 0, func() float64 { return 0 }),
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/lisabot/lisa/actors/rooms"
 	"github.com/lisabot/lisa/actors/syncer"
 	"github.com/lisabot/lisa/actors/tools"
+	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -118,7 +120,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		}
 		children = append(children, Child{Name: "sync", Props: syncer.Props(syncer.Config{
 			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
-			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff, Jitter: cfg.Sync.Jitter,
+			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff,
 			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: observe,
 		}, s.Options()...)})
 	}
@@ -130,8 +132,8 @@ type SyncConfig struct {
 	Source   syncer.Source
 	Ledger   syncer.Ledger
 	Watchdog time.Duration
-	Backoff  syncer.Backoff
-	Jitter   func() float64
+	// Backoff spaces failed requests (see syncer.NewBackoff).
+	Backoff  backoff.Policy
 	Hooks    *syncer.Hooks
 	Observer func(ok bool)
 }
@@ -149,6 +151,23 @@ func (s *System) SyncPID() *actor.PID {
 // RoomsPID returns the address of the rooms supervisor.
 func (s *System) RoomsPID() *actor.PID {
 	return actor.NewPID(s.Actors.Address(), "app/rooms")
+}
+
+// BusyRooms asks the rooms supervisor how many rooms have work in hand
+// that a graceful shutdown waits for: a concurrency slot, or a reply being
+// sent or looked up (rooms.IdleRequest). It blocks up to timeout; call it
+// from outside the actors. An error means the supervisor did not answer
+// (it is gone, or too slow).
+func (s *System) BusyRooms(timeout time.Duration) (int, error) {
+	res, err := s.Root.RequestFuture(s.RoomsPID(), &rooms.IdleRequest{}, timeout).Result()
+	if err != nil {
+		return 0, err
+	}
+	idle, ok := res.(*rooms.Idle)
+	if !ok {
+		return 0, fmt.Errorf("app: rooms answered an idle request with %T", res)
+	}
+	return idle.Busy, nil
 }
 
 // RoomPID returns the address of a room's actor.

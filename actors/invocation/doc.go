@@ -1,5 +1,30 @@
-// Package invocation implements the invocation child: a short-lived actor
-// that runs one attempt of one invocation and reports the result to its
-// room. The work runs in a goroutine the actor owns, with a context that is
-// cancelled when the actor stops or restarts, so Receive never blocks.
+// Package invocation owns the answer to one invocation: room context →
+// LLM turns → tool calls → rendered reply.
+//
+// The invocation child ([Props]) is a short-lived actor that runs one
+// attempt of one invocation and reports the result to its room. The work
+// runs in a goroutine the actor owns, with a context that is cancelled
+// when the actor stops or restarts, so Receive never blocks. The work
+// itself is an [Invoker]; the production one is the [Answerer].
+//
+// The [Answerer] talks to the outside only through small ports declared
+// here — [ContextBuilder], [LLM], [Renderer], [ToolSessions] and
+// [ToolRunner] — whose data types live in package messages. The adapters
+// that implement them are wired in cmd/lisa; nothing here performs
+// network IO. Each invocation opens its own tool session (artifacts,
+// sources, known URLs) and closes it when done; its tool calls go to the
+// tool pool as typed [messages.ToolCall] messages naming that session.
+//
+// [Run] is the LLM tool loop: it builds the host-owned system prompt
+// around the operator's persona, hands the bounded room context to the
+// model as untrusted data, executes the tools the model asks for one at a
+// time, and validates the model's final structured answer. Every call to
+// Run owns its conversation, tool registry, source registry and counters,
+// so concurrent runs cannot see each other's data. Budgets ([Limits])
+// bound LLM requests, tool calls, request size, answer size and tool
+// output. A run that exhausts a budget ends with
+// [messages.FallbackOverload]; a final answer that is still malformed
+// after one repair request ends with [messages.FallbackGeneric]; failures
+// of the LLM itself are returned as errors for the invocation layer to
+// retry or report.
 package invocation

@@ -13,6 +13,7 @@ import (
 	actorpersist "github.com/asynkron/protoactor-go/persistence"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/actors/rooms"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
@@ -125,6 +126,8 @@ type roomActor struct {
 	slotSeq   uint32
 	timers    map[uint64]func() bool
 	timerSeq  uint64
+	// busy is what the room last told its parent with rooms.RoomBusy.
+	busy bool
 }
 
 // Messages the actor sends itself; gen ties them to one incarnation.
@@ -213,14 +216,17 @@ func (r *roomActor) Receive(ctx actor.Context) {
 	default:
 		if ev, ok := m.(proto.Message); ok && r.Recovering() {
 			if err := r.m.Apply(ev); err != nil {
-				panic(err)
+				// A journal the machine cannot replay: the room fails
+				// (supervised) rather than run on a state it cannot trust.
+				panic(fmt.Errorf("room: replaying %s: %w", ev.ProtoReflect().Descriptor().Name(), err))
 			}
 		}
 	}
 }
 
 // step runs one input through the machine: persist each event, apply it,
-// perform the effects, and pump until nothing is left to do.
+// perform the effects, and pump until nothing is left to do. Then it tells
+// the parent if the room became busy or idle.
 func (r *roomActor) step(ctx actor.Context, in Input) {
 	if !r.live {
 		return
@@ -229,41 +235,50 @@ func (r *roomActor) step(ctx actor.Context, in Input) {
 	out := r.m.Decide(in, now)
 	for {
 		for _, ev := range out.Events {
-			// Persist first, then apply: a snapshot taken inside
-			// PersistReceive must describe the state before ev.
-			r.PersistReceive(ev)
-			r.observe(ev, now)
-			r.logTransition(ev)
-			if err := r.m.Apply(ev); err != nil {
-				panic(err)
-			}
+			r.record(ev, now)
 		}
 		for _, eff := range out.Effects {
 			r.perform(ctx, eff)
 		}
 		if out = r.m.Pump(now); out.Empty() {
-			return
+			break
 		}
+	}
+	r.reportBusy(ctx)
+}
+
+// record persists one journal event, then applies it. Persist first, then
+// apply: a snapshot taken inside PersistReceive must describe the state
+// before ev. A storage failure panics inside PersistReceive with a
+// *persistence.StorageError; the supervisor restarts the room, which
+// replays what was really written.
+func (r *roomActor) record(ev proto.Message, now time.Time) {
+	r.PersistReceive(ev)
+	r.observe(ev, now)
+	r.logTransition(ev)
+	if err := r.m.Apply(ev); err != nil {
+		panic(fmt.Errorf("room: applying %s: %w", ev.ProtoReflect().Descriptor().Name(), err))
 	}
 }
 
+// reportBusy tells the parent (the rooms supervisor) when the room starts
+// or stops having work in hand that a graceful shutdown waits for (see
+// rooms.RoomBusy). Request, not Send: the supervisor keys it by sender.
+func (r *roomActor) reportBusy(ctx actor.Context) {
+	if busy := r.m.Busy(); busy != r.busy {
+		r.busy = busy
+		ctx.Request(ctx.Parent(), &rooms.RoomBusy{Busy: busy})
+	}
+}
+
+// perform carries out one effect. Nothing here blocks: homeserver IO runs
+// in goroutines whose results come back as messages.
 func (r *roomActor) perform(ctx actor.Context, eff Effect) {
-	room := r.room
-	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
 	switch e := eff.(type) {
 	case LoadInbox:
-		// Local disk reads and deletes are as fast as the journal write
-		// the plugin already does synchronously; network IO never runs
-		// here.
-		cands, err := r.cfg.Inbox.Inbox(room)
-		if err != nil {
-			panic(fmt.Errorf("room: read inbox: %w", err))
-		}
-		if len(cands) > 0 {
-			ctx.Send(self, &inboxLoaded{gen: gen, cands: cands})
-		}
+		r.loadInbox(ctx)
 	case RemoveInbox:
-		if err := r.cfg.Inbox.RemoveInbox(room, e.EventID); err != nil {
+		if err := r.cfg.Inbox.RemoveInbox(r.room, e.EventID); err != nil {
 			panic(fmt.Errorf("room: remove inbox entry: %w", err))
 		}
 	case RequestSlot:
@@ -282,70 +297,104 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		}
 		r.child = child
 	case SendReply:
-		end := r.cfg.Flights.begin(room)
-		obs := r.cfg.Observer
-		go func() {
-			start := time.Now()
-			sendCtx, cancel := context.WithTimeout(context.Background(), r.cfg.SendTimeout)
-			id, err := r.cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
-			cancel()
-			done := SendDone{EventID: e.EventID, ReplyEventID: id}
-			if err != nil {
-				le := asError(err)
-				done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
-				r.cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
-					"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)
-			}
-			// The flight ends before the room hears of it, so a lookup
-			// never overlaps the send.
-			done.LateStoreFrom = end(done.Ambiguous)
-			if obs != nil {
-				obs.Phase("send", time.Since(start))
-			}
-			sys.Root.Send(self, &effectDone{gen: gen, in: done})
-		}()
+		r.sendReply(ctx, e)
 	case Reconcile:
-		if r.ctx == nil {
-			r.ctx, r.cancel = context.WithCancel(context.Background())
-		}
-		lookupCtx := r.ctx
-		go func() {
-			if err := r.cfg.Flights.wait(lookupCtx, room); err != nil {
-				return // this incarnation is gone
-			}
-			quiet, lookedAt := r.cfg.Flights.quietSince(room), r.cfg.Clock.Now()
-			id, found, err := r.cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
-			// Read after the lookup: a restart while it ran counts.
-			late := r.cfg.Flights.lateStoreFrom(room)
-			done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet, LateStoreFrom: late}
-			var code messages.Code
-			if err != nil {
-				r.cfg.Flights.lookupFailed(room)
-				le := asError(err)
-				done.Err, done.RetryAfter = le, le.RetryAfter
-				code = le.Code
-			}
-			r.cfg.Logger.Info("reply looked up before sending", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
-				"found", found, "code", code)
-			sys.Root.Send(self, &effectDone{gen: gen, in: done})
-		}()
+		r.reconcile(ctx, e)
 	case RecordBotEvent:
-		if err := r.cfg.BotEvents.RecordBotEvent(room, e.ReplyEventID, e.InReplyTo); err != nil {
+		if err := r.cfg.BotEvents.RecordBotEvent(r.room, e.ReplyEventID, e.InReplyTo); err != nil {
 			// Reply detection falls back to asking the homeserver.
-			r.cfg.Logger.Warn("recording bot event failed", "room", messages.RoomID(room), "code", messages.CodeStorage)
+			r.cfg.Logger.Warn("recording bot event failed", "room", messages.RoomID(r.room), "code", messages.CodeStorage)
 		}
 	case Schedule:
-		r.timerSeq++
-		id := r.timerSeq
-		if r.timers == nil {
-			r.timers = map[uint64]func() bool{}
-		}
-		r.timers[id] = r.cfg.Clock.AfterFunc(e.After, func() {
-			sys.Root.Send(self, &timerFired{gen: gen, id: id, in: e.Input})
-		})
+		r.schedule(ctx, e)
 	default:
 		panic(fmt.Sprintf("room: unknown effect %T", eff))
 	}
+}
+
+// loadInbox reads the room's inbox and hands the candidates to the
+// machine as a message. Local disk reads are as fast as the journal write
+// the plugin already does synchronously; network IO never runs here.
+func (r *roomActor) loadInbox(ctx actor.Context) {
+	cands, err := r.cfg.Inbox.Inbox(r.room)
+	if err != nil {
+		panic(fmt.Errorf("room: read inbox: %w", err))
+	}
+	if len(cands) > 0 {
+		ctx.Send(ctx.Self(), &inboxLoaded{gen: r.gen, cands: cands})
+	}
+}
+
+// sendReply sends the head's reply in a goroutine; SendDone comes back
+// as an effectDone.
+func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
+	room, cfg := r.room, r.cfg
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	end := cfg.Flights.begin(room)
+	go func() {
+		start := time.Now()
+		sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
+		id, err := cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
+		cancel()
+		done := SendDone{EventID: e.EventID, ReplyEventID: id}
+		if err != nil {
+			le := asError(err)
+			done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
+			cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
+				"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)
+		}
+		// The flight ends before the room hears of it, so a lookup
+		// never overlaps the send.
+		done.LateStoreFrom = end(done.Ambiguous)
+		if cfg.Observer != nil {
+			cfg.Observer.Phase("send", time.Since(start))
+		}
+		sys.Root.Send(self, &effectDone{gen: gen, in: done})
+	}()
+}
+
+// reconcile looks the head's reply up on the homeserver in a goroutine,
+// once no send of the room is in flight; ReconcileDone comes back as an
+// effectDone. The lookup ends with this incarnation.
+func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+	}
+	room, cfg, lookupCtx := r.room, r.cfg, r.ctx
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	go func() {
+		if err := cfg.Flights.wait(lookupCtx, room); err != nil {
+			return // this incarnation is gone
+		}
+		quiet, lookedAt := cfg.Flights.quietSince(room), cfg.Clock.Now()
+		id, found, err := cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
+		// Read after the lookup: a restart while it ran counts.
+		late := cfg.Flights.lateStoreFrom(room)
+		done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet, LateStoreFrom: late}
+		var code messages.Code
+		if err != nil {
+			cfg.Flights.lookupFailed(room)
+			le := asError(err)
+			done.Err, done.RetryAfter = le, le.RetryAfter
+			code = le.Code
+		}
+		cfg.Logger.Info("reply looked up before sending", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
+			"found", found, "code", code)
+		sys.Root.Send(self, &effectDone{gen: gen, in: done})
+	}()
+}
+
+// schedule delivers e.Input to this incarnation after e.After.
+func (r *roomActor) schedule(ctx actor.Context, e Schedule) {
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	r.timerSeq++
+	id := r.timerSeq
+	if r.timers == nil {
+		r.timers = map[uint64]func() bool{}
+	}
+	r.timers[id] = r.cfg.Clock.AfterFunc(e.After, func() {
+		sys.Root.Send(self, &timerFired{gen: gen, id: id, in: e.Input})
+	})
 }
 
 // roomFromName returns the room ID an actor spawned under parent with the

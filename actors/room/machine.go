@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
@@ -130,6 +131,12 @@ func (m *Machine) Phase() string { return m.phase.String() }
 // SlotHeld reports whether the room holds a concurrency slot.
 func (m *Machine) SlotHeld() bool { return m.slotHeld }
 
+// Busy reports whether the head has work in hand that a graceful shutdown
+// waits for: an attempt running, or its reply being sent or looked up.
+func (m *Machine) Busy() bool {
+	return m.phase == running || m.phase == sending || m.phase == reconciling
+}
+
 // Output is what one step asks the adapter to do: persist Events (in
 // order, each before it is applied), then perform Effects (in order).
 type Output struct {
@@ -146,154 +153,223 @@ func (o *Output) effect(e Effect)       { o.Effects = append(o.Effects, e) }
 // Decide handles one input. It changes only volatile progress; durable
 // changes are returned as events for the adapter to persist and Apply.
 func (m *Machine) Decide(in Input, now time.Time) Output {
-	var out Output
 	ms := now.UnixMilli()
-	head := m.Head()
 	switch in := in.(type) {
 	case Recovered:
-		// Whatever was in flight before the restart is unknown now.
-		if head != nil && head.Ready {
-			m.unsure = true
-		}
-		out.effect(LoadInbox{})
+		return m.recovered()
 	case InboxLoaded:
-		batch := map[string]bool{}
-		queued, noticed := 0, false
-		for _, c := range in.Candidates {
-			id := c.GetEventId()
-			if c.GetRoomId() != m.policy.RoomID || id == "" {
-				// Not ours: never queue it, but do clear it out.
-				out.effect(RemoveInbox{EventID: id})
-				continue
-			}
-			if m.Knows(id) || batch[id] {
-				out.event(&roompb.InvocationDuplicate{EventId: id})
-				out.effect(RemoveInbox{EventID: id})
-				continue
-			}
-			// The journal removes the inbox entry in the same write
-			// (persistence.TakenFromInbox): one durable write, not two.
-			batch[id] = true
-			if ref := m.refuse(c, m.pending()+queued, noticed, ms); ref != nil {
-				noticed = noticed || len(ref.NoticeContent) > 0
-				out.event(ref)
-				continue
-			}
-			m.countSender(c.GetSender(), ms)
-			queued++
-			out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
-		}
+		return m.inboxLoaded(in, ms)
 	case SlotGranted:
-		if m.phase == waitingSlot && !m.slotHeld {
-			m.slotHeld = true
-			m.phase = idle
-		} else {
-			out.effect(ReleaseSlot{})
-		}
+		return m.slotGranted()
 	case InvocationDone:
-		if m.phase != running || head == nil || head.EventID() != in.EventID || m.attempt != in.Attempt {
-			break // a stale result from an attempt that no longer counts
-		}
-		m.phase = idle
-		m.slotHeld = false
-		out.effect(ReleaseSlot{})
-		if in.Err == nil {
-			out.event(&roompb.ReplyReady{
-				EventId:   in.EventID,
-				TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID))),
-				Content:   in.Content,
-				ReadyAtMs: ms,
-			})
-			break
-		}
-		out.event(&roompb.InvocationFailed{
-			EventId: in.EventID, Attempt: in.Attempt, Code: string(in.Err.Code),
-			Permanent: in.Err.Permanent, FailedAtMs: ms,
-		})
-		if in.Err.Permanent || in.Attempt >= m.policy.MaxAttempts {
-			out.event(m.errorReply(head, ms))
-			break
-		}
-		m.phase = retryWait
-		out.effect(Schedule{After: backoff(m.policy.RetryBase, m.policy.RetryMax, int(in.Attempt)), Input: RetryDue{EventID: in.EventID}})
+		return m.invocationDone(in, ms)
 	case RetryDue:
-		if m.phase == retryWait && head != nil && head.EventID() == in.EventID {
-			m.phase = idle
-		}
+		m.wake(retryWait, in.EventID)
 	case SendDone:
-		if m.phase != sending || head == nil || head.EventID() != in.EventID {
-			break
-		}
-		m.phase = idle
-		switch {
-		case in.Err == nil:
-			m.sendFailures = 0
-			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms})
-			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
-		case in.Err.Permanent && !head.IsError:
-			// The homeserver refused this reply for good (too large,
-			// malformed): the persona's error still gives exactly one
-			// reply.
-			out.event(m.errorReply(head, ms))
-		case in.Err.Permanent:
-			out.event(&roompb.ReplyAbandoned{EventId: in.EventID, Code: string(in.Err.Code), AbandonedAtMs: ms})
-		default:
-			// The request may have reached the server: look before
-			// sending again.
-			m.unsure = in.Ambiguous
-			if in.Ambiguous {
-				m.holdUntil(&out, head, in.LateStoreFrom)
-			}
-			m.sendFailures++
-			m.phase = sendWait
-			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
-		}
+		return m.sendDone(in, ms)
 	case ReconcileDone:
-		if m.phase != reconciling || head == nil || head.EventID() != in.EventID {
-			break
-		}
-		m.phase = idle
-		switch {
-		case in.Err != nil:
-			// A failed lookup proves nothing; the adapter counts the
-			// failure as the room's latest unquiet moment.
-			m.sendFailures++
-			m.phase = sendWait
-			out.effect(Schedule{After: m.sendDelay(in.RetryAfter), Input: ResendDue{EventID: in.EventID}})
-		case in.Found:
-			m.unsure, m.sendFailures = false, 0
-			out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms, Reconciled: true})
-			out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
-		default:
-			due := m.missCountsFrom(&out, head, in)
-			if !in.LookedAt.Before(due) {
-				m.unsure = false
-				break
-			}
-			// Not there yet, but a send the homeserver is still
-			// processing, or will process again after a restart, would
-			// not be either: look again, and trust a miss only once
-			// every send had time to be stored.
-			m.phase = sendWait
-			wait := due.Sub(in.LookedAt)
-			if r := m.policy.RecheckEvery; r > 0 && r < wait {
-				wait = r
-			}
-			out.effect(Schedule{After: wait, Input: ResendDue{EventID: in.EventID}})
-		}
+		return m.reconcileDone(in, ms)
 	case ResendDue:
-		if m.phase == sendWait && head != nil && head.EventID() == in.EventID {
-			m.phase = idle
-		}
+		m.wake(sendWait, in.EventID)
 	case InvocationLost:
-		// The invocation child died without a result.
-		if m.phase == running && head != nil && head.EventID() == in.EventID && m.attempt == in.Attempt {
-			return m.Decide(InvocationDone{EventID: in.EventID, Attempt: in.Attempt, Err: &messages.Error{Code: messages.CodeInvocationLost, Message: "invocation child stopped without a result"}}, now)
-		}
+		return m.invocationLost(in, ms)
 	default:
 		panic(fmt.Sprintf("room: unknown input %T", in))
 	}
+	return Output{}
+}
+
+// recovered starts an incarnation: whatever was in flight before the
+// restart is unknown now.
+func (m *Machine) recovered() Output {
+	var out Output
+	if head := m.Head(); head != nil && head.Ready {
+		m.unsure = true
+	}
+	out.effect(LoadInbox{})
 	return out
+}
+
+// inboxLoaded takes in new candidates: each is queued, refused, recorded
+// as a duplicate, or (not this room's) only cleared out of the inbox.
+func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
+	var out Output
+	batch := map[string]bool{}
+	queued, noticed := 0, false
+	for _, c := range in.Candidates {
+		id := c.GetEventId()
+		if c.GetRoomId() != m.policy.RoomID || id == "" {
+			// Not ours: never queue it, but do clear it out.
+			out.effect(RemoveInbox{EventID: id})
+			continue
+		}
+		if m.Knows(id) || batch[id] {
+			out.event(&roompb.InvocationDuplicate{EventId: id})
+			out.effect(RemoveInbox{EventID: id})
+			continue
+		}
+		// The journal removes the inbox entry in the same write
+		// (persistence.TakenFromInbox): one durable write, not two.
+		batch[id] = true
+		if ref := m.refuse(c, m.pending()+queued, noticed, ms); ref != nil {
+			noticed = noticed || len(ref.NoticeContent) > 0
+			out.event(ref)
+			continue
+		}
+		m.countSender(c.GetSender(), ms)
+		queued++
+		out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
+	}
+	return out
+}
+
+// slotGranted takes a slot the room waits for, or gives back one it does
+// not (a grant that crossed a reset).
+func (m *Machine) slotGranted() Output {
+	var out Output
+	if m.phase == waitingSlot && !m.slotHeld {
+		m.slotHeld = true
+		m.phase = idle
+	} else {
+		out.effect(ReleaseSlot{})
+	}
+	return out
+}
+
+// invocationDone takes an attempt's result: the reply is ready, or the
+// attempt failed and is retried after a backoff, or (permanent failure,
+// attempts spent) the persona's error becomes the reply.
+func (m *Machine) invocationDone(in InvocationDone, ms int64) Output {
+	var out Output
+	head := m.Head()
+	if m.phase != running || head == nil || head.EventID() != in.EventID || m.attempt != in.Attempt {
+		return out // a stale result from an attempt that no longer counts
+	}
+	m.phase = idle
+	m.slotHeld = false
+	out.effect(ReleaseSlot{})
+	if in.Err == nil {
+		out.event(&roompb.ReplyReady{
+			EventId:   in.EventID,
+			TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID))),
+			Content:   in.Content,
+			ReadyAtMs: ms,
+		})
+		return out
+	}
+	out.event(&roompb.InvocationFailed{
+		EventId: in.EventID, Attempt: in.Attempt, Code: string(in.Err.Code),
+		Permanent: in.Err.Permanent, FailedAtMs: ms,
+	})
+	if in.Err.Permanent || in.Attempt >= m.policy.MaxAttempts {
+		out.event(m.errorReply(head, ms))
+		return out
+	}
+	m.phase = retryWait
+	out.effect(Schedule{After: m.retryDelay(in.Attempt), Input: RetryDue{EventID: in.EventID}})
+	return out
+}
+
+// invocationLost takes the death of the invocation child without a
+// result as a failed attempt.
+func (m *Machine) invocationLost(in InvocationLost, ms int64) Output {
+	head := m.Head()
+	if m.phase != running || head == nil || head.EventID() != in.EventID || m.attempt != in.Attempt {
+		return Output{}
+	}
+	return m.invocationDone(InvocationDone{EventID: in.EventID, Attempt: in.Attempt, Err: &messages.Error{
+		Code: messages.CodeInvocationLost, Message: "invocation child stopped without a result"}}, ms)
+}
+
+// wake ends the wait p of the head invocation eventID, if the machine is
+// still in it: Pump then moves on.
+func (m *Machine) wake(p phase, eventID string) {
+	if head := m.Head(); m.phase == p && head != nil && head.EventID() == eventID {
+		m.phase = idle
+	}
+}
+
+// sendDone takes the outcome of sending the head's reply.
+func (m *Machine) sendDone(in SendDone, ms int64) Output {
+	var out Output
+	head := m.Head()
+	if m.phase != sending || head == nil || head.EventID() != in.EventID {
+		return out
+	}
+	m.phase = idle
+	switch {
+	case in.Err == nil:
+		m.sendFailures = 0
+		out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms})
+		out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
+	case in.Err.Permanent && !head.IsError:
+		// The homeserver refused this reply for good (too large,
+		// malformed): the persona's error still gives exactly one
+		// reply.
+		out.event(m.errorReply(head, ms))
+	case in.Err.Permanent:
+		out.event(&roompb.ReplyAbandoned{EventId: in.EventID, Code: string(in.Err.Code), AbandonedAtMs: ms})
+	default:
+		// The request may have reached the server: look before
+		// sending again.
+		m.unsure = in.Ambiguous
+		if in.Ambiguous {
+			m.holdUntil(&out, head, in.LateStoreFrom)
+		}
+		m.sendFailed(&out, in.EventID, in.RetryAfter)
+	}
+	return out
+}
+
+// sendFailed counts a failed send or lookup of the head and schedules the
+// next try.
+func (m *Machine) sendFailed(out *Output, eventID string, retryAfter time.Duration) {
+	m.sendFailures++
+	m.phase = sendWait
+	out.effect(Schedule{After: m.sendDelay(retryAfter), Input: ResendDue{EventID: eventID}})
+}
+
+// reconcileDone takes the outcome of looking up the head's reply on the
+// homeserver.
+func (m *Machine) reconcileDone(in ReconcileDone, ms int64) Output {
+	var out Output
+	head := m.Head()
+	if m.phase != reconciling || head == nil || head.EventID() != in.EventID {
+		return out
+	}
+	m.phase = idle
+	switch {
+	case in.Err != nil:
+		// A failed lookup proves nothing; the adapter counts the
+		// failure as the room's latest unquiet moment.
+		m.sendFailed(&out, in.EventID, in.RetryAfter)
+	case in.Found:
+		m.unsure, m.sendFailures = false, 0
+		out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms, Reconciled: true})
+		out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
+	default:
+		m.notFound(&out, head, in)
+	}
+	return out
+}
+
+// notFound takes a lookup that missed the head's reply: the reply may be
+// sent again if the miss counts, else it is looked up again later.
+func (m *Machine) notFound(out *Output, head *Invocation, in ReconcileDone) {
+	due := m.missCountsFrom(out, head, in)
+	if !in.LookedAt.Before(due) {
+		m.unsure = false
+		return
+	}
+	// Not there yet, but a send the homeserver is still processing, or
+	// will process again after a restart, would not be either: look
+	// again, and trust a miss only once every send had time to be stored.
+	m.phase = sendWait
+	wait := due.Sub(in.LookedAt)
+	if r := m.policy.RecheckEvery; r > 0 && r < wait {
+		wait = r
+	}
+	out.effect(Schedule{After: wait, Input: ResendDue{EventID: in.EventID}})
 }
 
 // Pump moves the head of the queue forward when nothing is in flight. The
@@ -490,19 +566,16 @@ func (m *Machine) holdUntil(out *Output, head *Invocation, lateFrom time.Time) t
 	return time.UnixMilli(until)
 }
 
+// sendDelay is the pause before the head's send or lookup is tried again
+// after sendFailures consecutive failures: the server's Retry-After if it
+// gave one, else SendRetryBase doubled per failure; both capped at
+// SendRetryMax.
 func (m *Machine) sendDelay(retryAfter time.Duration) time.Duration {
-	d := backoff(m.policy.SendRetryBase, m.policy.SendRetryMax, m.sendFailures)
-	if retryAfter > 0 {
-		d = min(retryAfter, m.policy.SendRetryMax)
-	}
-	return d
+	return backoff.Policy{Base: m.policy.SendRetryBase, Max: m.policy.SendRetryMax}.Delay(m.sendFailures, retryAfter)
 }
 
-// backoff returns base doubled n-1 times, capped at limit.
-func backoff(base, limit time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+// retryDelay is the pause before attempt+1 after attempt failed:
+// RetryBase doubled per failed attempt, capped at RetryMax.
+func (m *Machine) retryDelay(attempt uint32) time.Duration {
+	return backoff.Doubled(m.policy.RetryBase, m.policy.RetryMax, int(attempt))
 }

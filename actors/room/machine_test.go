@@ -344,14 +344,31 @@ func TestRecentIsBounded(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	cases := []struct {
-		n    int
-		want time.Duration
-	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {4, 8 * time.Second}, {9, 8 * time.Second}}
-	for _, c := range cases {
-		if got := backoff(time.Second, 8*time.Second, c.n); got != c.want {
-			t.Errorf("backoff(%d) = %v, want %v", c.n, got, c.want)
+// TestRetryDelays pins the room's two schedules (both from package
+// backoff): attempts double from RetryBase to RetryMax; sends double from
+// SendRetryBase to SendRetryMax, and a server's Retry-After replaces the
+// doubled delay under the same cap.
+func TestRetryDelays(t *testing.T) {
+	m := NewMachine(testPolicy())
+	for _, c := range []struct {
+		attempt uint32
+		want    time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {4, 8 * time.Second}, {9, 8 * time.Second}} {
+		if got := m.retryDelay(c.attempt); got != c.want {
+			t.Errorf("retryDelay(%d) = %v, want %v", c.attempt, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		failures   int
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{1, 0, 500 * time.Millisecond}, {2, 0, time.Second}, {8, 0, 30 * time.Second},
+		{1, 3 * time.Second, 3 * time.Second}, {8, 3 * time.Second, 3 * time.Second}, {1, time.Hour, 30 * time.Second},
+	} {
+		m.sendFailures = c.failures
+		if got := m.sendDelay(c.retryAfter); got != c.want {
+			t.Errorf("sendDelay after %d failures, Retry-After %v = %v, want %v", c.failures, c.retryAfter, got, c.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
 )
 
@@ -63,6 +64,8 @@ type supervisor struct {
 	holders map[string]uint64 // actor ID -> token
 	waiting []waiter
 	maxHeld int
+	// busy holds the actor IDs of the rooms that reported RoomBusy.
+	busy map[string]bool
 
 	// Start-up sweep: rooms not spawned yet, in order, and the rooms
 	// spawned by the sweep or a nudge that have not reported live yet
@@ -88,6 +91,7 @@ func newSupervisor(cfg Config) *supervisor {
 
 		respawnedAt: map[string]time.Time{},
 		holders:     map[string]uint64{},
+		busy:        map[string]bool{},
 	}
 }
 
@@ -123,9 +127,13 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *messages.ResetSlots:
 		// A room sends it once its journal is replayed: it is live.
 		if sender := ctx.Sender(); sender != nil {
-			s.forget(ctx.Send, sender.Id)
+			s.drop(ctx.Send, sender.Id)
 			s.started(ctx, sender.Id)
 		}
+	case *RoomBusy:
+		s.roomBusy(ctx, m)
+	case *IdleRequest:
+		ctx.Respond(s.idle())
 	case *messages.RoomsStatusRequest:
 		st := &messages.RoomsStatus{Running: map[messages.RoomID]bool{}}
 		for _, room := range s.cfg.Rooms {
@@ -143,7 +151,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(st)
 	case *actor.Terminated:
-		s.forget(ctx.Send, m.Who.Id)
+		s.drop(ctx.Send, m.Who.Id)
 		s.started(ctx, m.Who.Id)
 		for room, pid := range s.children {
 			if pid.Equal(m.Who) {
@@ -216,11 +224,7 @@ func (s *supervisor) scheduleRespawn(ctx actor.Context, room string) {
 		n = 0 // it ran well for a whole window: this failure is a new streak
 	}
 	s.respawns[room] = n + 1
-	d := s.cfg.RespawnBase
-	for i := 0; i < n && d < s.cfg.RespawnMax; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.RespawnMax)
+	d := backoff.Doubled(s.cfg.RespawnBase, s.cfg.RespawnMax, n+1)
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	s.cfg.Logger.Warn("room stopped; respawning later", "room", messages.RoomID(room), "delay_ms", d.Milliseconds(), "respawns", n+1)
 	s.timers[room] = s.cfg.Clock.AfterFunc(d, func() { sys.Root.Send(self, &respawn{room: room}) })
@@ -258,7 +262,14 @@ func (s *supervisor) release(send sendFunc, id string) {
 	}
 }
 
-// forget drops every slot and request of actor id (it failed or stopped).
+// drop forgets everything about actor id: it failed, stopped or is a new
+// incarnation that holds nothing and is not busy.
+func (s *supervisor) drop(send sendFunc, id string) {
+	delete(s.busy, id)
+	s.forget(send, id)
+}
+
+// forget drops every slot and request of actor id.
 func (s *supervisor) forget(send sendFunc, id string) {
 	kept := s.waiting[:0]
 	for _, w := range s.waiting {
@@ -284,7 +295,7 @@ func (s *supervisor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor,
 	s.cfg.Logger.Warn("room failed", "actor", messages.ActorLogID(child.Id), "reason", reasonText(reason), "directive", directive.String())
 	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: directive})
 	// A failed room's slot is free again; its next incarnation asks anew.
-	s.forget(sys.Root.Send, child.Id)
+	s.drop(sys.Root.Send, child.Id)
 	if directive == actor.StopDirective {
 		sup.StopChildren(child)
 		return

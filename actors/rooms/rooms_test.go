@@ -63,6 +63,7 @@ type (
 	release struct{ token uint64 }
 	reset   struct{}
 	crash   struct{}
+	working struct{ busy bool }
 )
 
 func (p *probe) Receive(ctx actor.Context) {
@@ -73,6 +74,8 @@ func (p *probe) Receive(ctx actor.Context) {
 		ctx.Request(ctx.Parent(), &messages.ReleaseSlot{Token: m.token})
 	case *reset:
 		ctx.Request(ctx.Parent(), &messages.ResetSlots{})
+	case *working:
+		ctx.Request(ctx.Parent(), &RoomBusy{Busy: m.busy})
 	case *crash:
 		panic("probe crash")
 	case *messages.SlotGranted:

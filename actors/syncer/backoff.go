@@ -1,34 +1,37 @@
 package syncer
 
 import (
+	"math"
 	"time"
 
+	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
 )
 
-// Backoff bounds retry delays.
-type Backoff struct {
-	Base, Max time.Duration
-	// MaxRetryAfter caps a server-requested delay.
-	MaxRetryAfter time.Duration
+// NewBackoff returns the sync actor's retry schedule: base doubled per
+// consecutive failure up to max, each delay drawn from its upper half
+// (spread, never later than nominal, never below half); a server's
+// Retry-After is honoured up to maxRetryAfter and lengthened by up to
+// 10 %. rand returns a number in [0, 1).
+func NewBackoff(base, max, maxRetryAfter time.Duration, rand func() float64) backoff.Policy {
+	return backoff.Policy{
+		Base: base, Max: max, MaxRetryAfter: maxRetryAfter, Rand: rand,
+		Jitter:           backoff.Jitter{Below: 0.5},
+		RetryAfterJitter: backoff.Jitter{Above: 0.1},
+	}
 }
 
-// Delay returns how long to wait before the next request after failures
-// consecutive failures ending in err. jitter is a random number in [0, 1).
-// It is pure: randomness is an input.
-func (b Backoff) Delay(failures int, err *messages.Error, jitter float64) time.Duration {
-	if err != nil && err.RetryAfter > 0 {
-		d := min(err.RetryAfter, b.MaxRetryAfter)
-		return d + time.Duration(jitter*float64(d)/10) // up to +10 %
+// retryDelay returns how long to wait before the next request after
+// failures consecutive failures ending in err. A permanent failure waits
+// the longest delay at once: nothing will change soon, and hammering the
+// server does not help.
+func retryDelay(p backoff.Policy, failures int, err *messages.Error) time.Duration {
+	var retryAfter time.Duration
+	if err != nil {
+		retryAfter = err.RetryAfter
+		if err.Permanent {
+			failures = math.MaxInt
+		}
 	}
-	d := b.Base
-	for i := 1; i < failures && d < b.Max; i++ {
-		d *= 2
-	}
-	d = min(d, b.Max)
-	if err != nil && err.Permanent {
-		d = b.Max // nothing will change soon; don't hammer the server
-	}
-	// Full jitter in the upper half: spreads retries, never below Base/2.
-	return d/2 + time.Duration(jitter*float64(d/2))
+	return p.Delay(failures, retryAfter)
 }

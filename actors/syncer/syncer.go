@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
@@ -40,11 +41,11 @@ type Config struct {
 	// Watchdog is how long one request may take before it is abandoned
 	// (the long-poll timeout plus a margin).
 	Watchdog time.Duration
-	Backoff  Backoff
-	// Jitter returns a random number in [0, 1).
-	Jitter func() float64
-	Clock  Clock
-	Logger *slog.Logger
+	// Backoff spaces failed requests (see NewBackoff); its Rand is the
+	// only randomness the actor uses.
+	Backoff backoff.Policy
+	Clock   Clock
+	Logger  *slog.Logger
 	// Hooks are test-only failpoints; nil in production.
 	Hooks *Hooks
 	// Observer, if set, is told the outcome of every request (metrics, and
@@ -217,7 +218,7 @@ func (s *syncActor) failed(ctx actor.Context, err error) {
 		return
 	}
 	s.failures++
-	d := s.cfg.Backoff.Delay(s.failures, le, s.cfg.Jitter())
+	d := retryDelay(s.cfg.Backoff, s.failures, le)
 	s.cfg.Logger.Warn("sync failed; backing off", "code", le.Code, "failures", s.failures, "delay_ms", d.Milliseconds())
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	s.retryStop = s.cfg.Clock.AfterFunc(d, func() { sys.Root.Send(self, &retry{}) })

@@ -100,8 +100,8 @@ func start(t *testing.T, watchdog time.Duration) *env {
 	}))
 	e.pid = e.sys.Root.Spawn(Props(Config{
 		Source: e.src, Ledger: e.store, Rooms: rooms, Watchdog: watchdog,
-		Backoff: Backoff{Base: time.Second, Max: time.Minute, MaxRetryAfter: time.Minute},
-		Jitter:  func() float64 { return 0 }, Clock: e.clock, Logger: slog.New(slog.DiscardHandler),
+		Backoff: NewBackoff(time.Second, time.Minute, time.Minute, func() float64 { return 0 }),
+		Clock:   e.clock, Logger: slog.New(slog.DiscardHandler),
 	}))
 	t.Cleanup(func() { _ = e.sys.Root.StopFuture(e.pid).Wait() })
 	return e

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lisabot/lisa/actors/orchestrate"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -57,13 +56,13 @@ func chatClient(srv *llmfake.Server, mod func(*Config)) (*Client, *sleepLog) {
 	return New(cfg), sl
 }
 
-func simpleRequest() orchestrate.ChatRequest {
-	return orchestrate.ChatRequest{
-		Messages: []orchestrate.Message{
-			{Role: orchestrate.RoleSystem, Content: "system prompt"},
-			{Role: orchestrate.RoleUser, Content: "user says hi"},
+func simpleRequest() messages.ChatRequest {
+	return messages.ChatRequest{
+		Messages: []messages.ChatMessage{
+			{Role: messages.RoleSystem, Content: "system prompt"},
+			{Role: messages.RoleUser, Content: "user says hi"},
 		},
-		Tools: []orchestrate.ToolSpec{{Name: "web_search", Description: "Search.", Parameters: json.RawMessage(searchSchema)}},
+		Tools: []messages.ToolSpec{{Name: "web_search", Description: "Search.", Parameters: json.RawMessage(searchSchema)}},
 	}
 }
 
@@ -78,7 +77,7 @@ func TestChat(t *testing.T) {
 		steps    []llmfake.Step
 		mod      func(*Config)
 		deadline time.Duration // caller deadline; 0 means none
-		want     orchestrate.ChatResponse
+		want     messages.ChatResponse
 		code     messages.Code
 		perm     bool
 		reqs     int
@@ -86,28 +85,28 @@ func TestChat(t *testing.T) {
 		after    time.Duration // expected RetryAfter on the error
 	}{
 		{name: "text answer", steps: []llmfake.Step{llmfake.Answer("hello", "https://a.example/")},
-			want: orchestrate.ChatResponse{Content: `{"markdown":"hello","source_urls":["https://a.example/"]}`}, reqs: 1},
+			want: messages.ChatResponse{Content: `{"markdown":"hello","source_urls":["https://a.example/"]}`}, reqs: 1},
 		{name: "tool calls parsed",
 			steps: []llmfake.Step{llmfake.ToolCalls(
 				llmfake.Call("web_search", map[string]string{"query": "go"}),
 				llmfake.ToolCall{ID: "call_mine", Name: "fetch_web_page", Arguments: `{"url":"https://a.example/"}`})},
-			want: orchestrate.ChatResponse{ToolCalls: []orchestrate.ToolCall{
+			want: messages.ChatResponse{ToolCalls: []messages.ModelToolCall{
 				{ID: "call_fake_0_0", Name: "web_search", Arguments: `{"query":"go"}`},
 				{ID: "call_mine", Name: "fetch_web_page", Arguments: `{"url":"https://a.example/"}`},
 			}}, reqs: 1},
 		{name: "unknown response fields ignored",
 			steps: []llmfake.Step{llmfake.Raw(200, "application/json",
 				`{"id":"x","novel":{"a":[1,2]},"choices":[{"index":0,"extra":true,"message":{"role":"assistant","content":"ok","mood":"good"},"finish_reason":"stop"}]}`)},
-			want: orchestrate.ChatResponse{Content: "ok"}, reqs: 1},
+			want: messages.ChatResponse{Content: "ok"}, reqs: 1},
 		{name: "429 then success honours Retry-After",
 			steps: []llmfake.Step{llmfake.Error(429, providerText).WithHeader("Retry-After", "2"), llmfake.Text("ok")},
-			want:  orchestrate.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{2 * time.Second}},
+			want:  messages.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{2 * time.Second}},
 		{name: "429 without Retry-After backs off",
 			steps: []llmfake.Step{llmfake.Error(429, providerText), llmfake.Text("ok")},
-			want:  orchestrate.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{100 * ms}},
+			want:  messages.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{100 * ms}},
 		{name: "dropped connection then success",
 			steps: []llmfake.Step{llmfake.Drop(), llmfake.Text("ok")},
-			want:  orchestrate.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{100 * ms}},
+			want:  messages.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{100 * ms}},
 		{name: "persistent 500 gives up after bounded attempts",
 			steps: []llmfake.Step{llmfake.Error(500, providerText), llmfake.Error(502, providerText), llmfake.Error(503, providerText), llmfake.Text("never")},
 			code:  messages.CodeLLMUnavailable, reqs: 3, waits: []time.Duration{100 * ms, 200 * ms}},
@@ -125,7 +124,7 @@ func TestChat(t *testing.T) {
 		{name: "timeout then success",
 			steps: []llmfake.Step{llmfake.Text("late").After(5 * time.Second), llmfake.Text("ok")},
 			mod:   func(c *Config) { c.Timeout = 100 * ms },
-			want:  orchestrate.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{100 * ms}},
+			want:  messages.ChatResponse{Content: "ok"}, reqs: 2, waits: []time.Duration{100 * ms}},
 		{name: "caller deadline ends the call",
 			steps:    []llmfake.Step{llmfake.Hang(), llmfake.Text("never")},
 			deadline: 150 * ms, code: messages.CodeLLMTimeout, reqs: 1},
@@ -193,14 +192,14 @@ func TestChatWireFormat(t *testing.T) {
 	srv := llmfake.Start(t, llmfake.WithAPIKey(testKey), llmfake.WithModels("m"))
 	srv.Enqueue(llmfake.Text("one"), llmfake.Text("two"), llmfake.Text("three"))
 	cl, _ := chatClient(srv, nil)
-	req := orchestrate.ChatRequest{
-		Messages: []orchestrate.Message{
-			{Role: orchestrate.RoleSystem, Content: "host policy"},
-			{Role: orchestrate.RoleUser, Content: "room context"},
-			{Role: orchestrate.RoleAssistant, ToolCalls: []orchestrate.ToolCall{{ID: "call_1", Name: "web_search", Arguments: `{"query":"q"}`}}},
-			{Role: orchestrate.RoleTool, ToolCallID: "call_1", Content: `{"ok":true}`},
+	req := messages.ChatRequest{
+		Messages: []messages.ChatMessage{
+			{Role: messages.RoleSystem, Content: "host policy"},
+			{Role: messages.RoleUser, Content: "room context"},
+			{Role: messages.RoleAssistant, ToolCalls: []messages.ModelToolCall{{ID: "call_1", Name: "web_search", Arguments: `{"query":"q"}`}}},
+			{Role: messages.RoleTool, ToolCallID: "call_1", Content: `{"ok":true}`},
 		},
-		Tools: []orchestrate.ToolSpec{
+		Tools: []messages.ToolSpec{
 			{Name: "web_search", Description: "Search the web.", Parameters: json.RawMessage(searchSchema)},
 			{Name: "no_args", Description: "Takes nothing."},
 		},
@@ -239,7 +238,7 @@ func TestChatWireFormat(t *testing.T) {
 		t.Errorf("strict sent although disabled: %s", r.Body)
 	}
 
-	if _, err := cl.Chat(context.Background(), orchestrate.ChatRequest{Messages: req.Messages[:2]}); err != nil {
+	if _, err := cl.Chat(context.Background(), messages.ChatRequest{Messages: req.Messages[:2]}); err != nil {
 		t.Fatal(err)
 	}
 	if r := srv.Requests()[2]; len(r.Tools) != 0 || r.ToolChoice != nil {
@@ -271,11 +270,6 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
-// TestChatImplementsPort keeps the adapter assignable to the port.
-func TestChatImplementsPort(t *testing.T) {
-	var _ orchestrate.LLM = (*Client)(nil)
-}
-
 // TestClientSideRefusalIsPermanent: go-openai refuses max_tokens for
 // reasoning models before sending anything; that is a configuration
 // problem, not an outage, and must not be retried.
@@ -283,7 +277,7 @@ func TestClientSideRefusalIsPermanent(t *testing.T) {
 	srv := llmfake.Start(t, llmfake.WithModels("o1-mini"))
 	c := New(Config{BaseURL: srv.URL(), Model: "o1-mini", MaxOutputTokens: 100, Timeout: 5 * time.Second,
 		Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }})
-	_, err := c.Chat(context.Background(), orchestrate.ChatRequest{Messages: []orchestrate.Message{{Role: orchestrate.RoleUser, Content: "hi"}}})
+	_, err := c.Chat(context.Background(), messages.ChatRequest{Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "hi"}}})
 	var le *messages.Error
 	if !errors.As(err, &le) || !le.Permanent || le.Code != messages.CodeLLMRejected {
 		t.Fatalf("err = %#v, want a permanent rejection", err)

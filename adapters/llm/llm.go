@@ -16,7 +16,6 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/lisabot/lisa/actors/orchestrate"
 	"github.com/lisabot/lisa/messages"
 )
 
@@ -156,14 +155,14 @@ func (c *Client) Complete(ctx context.Context, system, user string) (string, err
 	return text, nil
 }
 
-// Chat implements orchestrate.LLM: it sends the conversation and the tools
+// Chat implements the invocation LLM port: it sends the conversation and the tools
 // (as strict function tools unless DisableStrictTools), validates the
 // first choice, and retries rate limits, 5xx, timeouts and network errors
 // with exponential backoff and jitter, honouring Retry-After, for at most
 // MaxAttempts attempts and only while the caller's deadline leaves room
 // for the wait. Permanent rejections and malformed responses are not
 // retried. Errors are *messages.Error values without provider text.
-func (c *Client) Chat(ctx context.Context, req orchestrate.ChatRequest) (orchestrate.ChatResponse, error) {
+func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.ChatResponse, error) {
 	oreq := c.chatRequest(req)
 	for attempt := 1; ; attempt++ {
 		resp, err := c.chatOnce(ctx, oreq)
@@ -171,20 +170,20 @@ func (c *Client) Chat(ctx context.Context, req orchestrate.ChatRequest) (orchest
 			return resp, nil
 		}
 		if attempt >= c.cfg.MaxAttempts || !retryable(err) || ctx.Err() != nil {
-			return orchestrate.ChatResponse{}, err
+			return messages.ChatResponse{}, err
 		}
 		wait := c.backoff(attempt)
 		if err.RetryAfter > 0 {
 			if err.RetryAfter > c.cfg.RetryMaxDelay {
-				return orchestrate.ChatResponse{}, err
+				return messages.ChatResponse{}, err
 			}
 			wait = err.RetryAfter
 		}
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
-			return orchestrate.ChatResponse{}, err
+			return messages.ChatResponse{}, err
 		}
 		if c.cfg.Sleep(ctx, wait) != nil {
-			return orchestrate.ChatResponse{}, err
+			return messages.ChatResponse{}, err
 		}
 		if c.cfg.OnRetry != nil {
 			c.cfg.OnRetry(string(err.Code))
@@ -193,7 +192,7 @@ func (c *Client) Chat(ctx context.Context, req orchestrate.ChatRequest) (orchest
 }
 
 // chatRequest converts an orchestrator request to the wire request.
-func (c *Client) chatRequest(req orchestrate.ChatRequest) openai.ChatCompletionRequest {
+func (c *Client) chatRequest(req messages.ChatRequest) openai.ChatCompletionRequest {
 	out := openai.ChatCompletionRequest{
 		Model:       c.cfg.Model,
 		MaxTokens:   c.cfg.MaxOutputTokens,
@@ -233,7 +232,7 @@ func (c *Client) chatRequest(req orchestrate.ChatRequest) openai.ChatCompletionR
 }
 
 // chatOnce makes one attempt and validates the reply.
-func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest) (orchestrate.ChatResponse, *messages.Error) {
+func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest) (messages.ChatResponse, *messages.Error) {
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
 	var retryAfter string
@@ -243,21 +242,21 @@ func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest)
 		if retryable(le) {
 			le.RetryAfter = parseRetryAfter(retryAfter, time.Now())
 		}
-		return orchestrate.ChatResponse{}, le
+		return messages.ChatResponse{}, le
 	}
 	if len(resp.Choices) == 0 {
-		return orchestrate.ChatResponse{}, badResponse("response has no choices")
+		return messages.ChatResponse{}, badResponse("response has no choices")
 	}
 	msg := resp.Choices[0].Message
-	out := orchestrate.ChatResponse{Content: msg.Content}
+	out := messages.ChatResponse{Content: msg.Content}
 	for _, tc := range msg.ToolCalls {
 		if tc.ID == "" || tc.Function.Name == "" {
-			return orchestrate.ChatResponse{}, badResponse("tool call lacks an id or a name")
+			return messages.ChatResponse{}, badResponse("tool call lacks an id or a name")
 		}
 		if tc.Type != "" && tc.Type != openai.ToolTypeFunction {
-			return orchestrate.ChatResponse{}, badResponse("tool call has an unsupported type")
+			return messages.ChatResponse{}, badResponse("tool call has an unsupported type")
 		}
-		out.ToolCalls = append(out.ToolCalls, orchestrate.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		out.ToolCalls = append(out.ToolCalls, messages.ModelToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
 	return out, nil
 }

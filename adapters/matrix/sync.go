@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
@@ -207,25 +208,60 @@ func (s *Source) UncommittedCheck() bool {
 // timelines are recorded as anchors and never answered.
 func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *messages.SyncBatch, err error) {
 	checked := false // this answer is read back room by room
-	defer func() {
-		// Any failure may have been the homeserver's: check the next
-		// response room by room; a complete batch clears the check. A
-		// request Lisa cancelled herself to stop says nothing either way.
-		if err != nil && errors.Is(context.Cause(ctx), messages.ErrStopping) {
-			return
-		}
-		s.verify.Store(err != nil)
-		if err == nil {
-			s.forgetStalls()
-		}
-		if err == nil && checked {
-			s.checked.Store(batch.Cursor.GetNextBatch())
-		}
-	}()
+	defer func() { s.finish(ctx, batch, err, checked) }()
 	if c, _ := s.checked.Load().(string); c != "" && c == prev.GetNextBatch() {
 		s.checked.Store("") // committed: this request starts from it
 	}
 	baseline := prev.GetNextBatch() == "" || !prev.GetBaselineDone()
+	resp, err := s.request(ctx, prev, baseline)
+	if err != nil {
+		return nil, err
+	}
+	// After a failed /sync (typically a homeserver restart), the next
+	// response is not trusted to hold every new event: Dendrite has been
+	// seen answering an incremental /sync shortly after its start with no
+	// rooms and a next_batch past events it never delivered. Every allowed
+	// room is then read back from the homeserver to its last seen event.
+	a := &answer{prev: prev, baseline: baseline, verify: !baseline && s.verify.Load()}
+	checked = a.verify
+	a.batch = s.newBatch(prev, resp.NextBatch)
+	for _, room := range s.roomsToRead(resp, a.verify) {
+		if err := s.readRoom(ctx, a, room, resp.Rooms.Join[room]); err != nil {
+			return nil, err
+		}
+	}
+	return a.batch, nil
+}
+
+// answer is one /sync answer being read.
+type answer struct {
+	prev *roompb.SyncCursor
+	// baseline: the answer only records anchors; verify: every allowed
+	// room is read back (see Next).
+	baseline, verify bool
+	batch            *messages.SyncBatch
+}
+
+// finish records what an answer that ended with err says about the next:
+// any failure may have been the homeserver's, so the next response is
+// checked room by room; a complete batch clears the check. A request Lisa
+// cancelled herself to stop says nothing either way.
+func (s *Source) finish(ctx context.Context, batch *messages.SyncBatch, err error, checked bool) {
+	if err != nil && errors.Is(context.Cause(ctx), messages.ErrStopping) {
+		return
+	}
+	s.verify.Store(err != nil)
+	if err == nil {
+		s.forgetStalls()
+	}
+	if err == nil && checked {
+		s.checked.Store(batch.Cursor.GetNextBatch())
+	}
+}
+
+// request performs the /sync request itself: a long poll after prev, or
+// an immediate baseline.
+func (s *Source) request(ctx context.Context, prev *roompb.SyncCursor, baseline bool) (*mautrix.RespSync, error) {
 	req := mautrix.ReqSync{FilterID: s.filterJSON}
 	if !baseline {
 		req.Since = prev.GetNextBatch()
@@ -238,15 +274,14 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 	if resp.NextBatch == "" {
 		return nil, &messages.Error{Code: messages.CodeMatrixRejected, Message: "sync response without next_batch", Ambiguous: true}
 	}
-	// After a failed /sync (typically a homeserver restart), the next
-	// response is not trusted to hold every new event: Dendrite has been
-	// seen answering an incremental /sync shortly after its start with no
-	// rooms and a next_batch past events it never delivered. Every allowed
-	// room is then read back from the homeserver to its last seen event.
-	verify := !baseline && s.verify.Load()
-	checked = verify
+	return resp, nil
+}
+
+// newBatch starts the batch of an answer: a cursor at nextBatch that
+// keeps prev's anchors until rooms replace them.
+func (s *Source) newBatch(prev *roompb.SyncCursor, nextBatch string) *messages.SyncBatch {
 	cur := &roompb.SyncCursor{
-		NextBatch:    resp.NextBatch,
+		NextBatch:    nextBatch,
 		BaselineDone: true,
 		UpdatedAtMs:  s.now().UnixMilli(),
 		LastEventIds: map[string]string{},
@@ -254,7 +289,12 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 	for room, last := range prev.GetLastEventIds() {
 		cur.LastEventIds[room] = last
 	}
-	batch = &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
+	return &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
+}
+
+// roomsToRead lists, sorted, the rooms of resp and, when verifying, every
+// allowed room it left out.
+func (s *Source) roomsToRead(resp *mautrix.RespSync, verify bool) []id.RoomID {
 	rooms := make([]id.RoomID, 0, len(resp.Rooms.Join))
 	for room := range resp.Rooms.Join {
 		rooms = append(rooms, room)
@@ -267,86 +307,108 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 		}
 	}
 	slices.Sort(rooms)
-	for _, room := range rooms {
-		jr := resp.Rooms.Join[room]
-		if jr == nil && (!verify || !s.classifier.allowed[room]) {
-			continue // a null entry, or nothing to verify
-		}
-		if !s.classifier.allowed[room] {
-			// Dendrite ignores room filters: the allowlist is enforced here.
-			batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
-			continue
-		}
-		var events []*event.Event
-		from := ""
-		if jr != nil {
-			events = jr.Timeline.Events
-			if jr.Timeline.Limited {
-				from = jr.Timeline.PrevBatch
-			}
-		}
-		anchor := prev.GetLastEventIds()[string(room)]
-		if !baseline && (from != "" || verify) {
-			// A limited timeline is filled back from its start; a room
-			// being verified is read back from the newest event.
-			recovered, closed, err := s.backfill(ctx, room, from, anchor)
-			var le *messages.Error
-			if err != nil && jr == nil && errors.As(err, &le) && le.Permanent {
-				// An allowed room Lisa has not joined (yet) cannot be
-				// read back; it has nothing to hide either.
-				s.log.Warn("allowed room could not be read back after a failed sync; skipped", "room", messages.RoomID(room), "code", le.Code)
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if !closed {
-				batch.GapRooms = append(batch.GapRooms, messages.RoomID(room))
-			}
-			if !closed || anchor == "" {
-				// Unseen is not the same as old (a room Lisa has seen
-				// nothing of yet may have a long history): keep only what
-				// arrived after the previous commit.
-				recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < prev.GetUpdatedAtMs() })
-			}
-			events = mergeByID(recovered, events)
-		}
-		if n := len(events); n > 0 {
-			cur.LastEventIds[string(room)] = string(events[n-1].ID)
-		}
-		if baseline {
-			batch.Rejected["baseline"] += len(events)
-			continue
-		}
-		for i, evt := range events {
-			if evt.Sender == s.c.cli.UserID {
-				batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
-			}
-			cand, verdict := s.classifier.Classify(ctx, room, evt, s.isLisa)
-			switch verdict {
-			case RejectReplyLookup:
-				if !s.stalled(ctx, room, evt.ID) {
-					// Unknown is not "no": fail the whole response so the
-					// cursor stays put and the event is classified again.
-					return nil, &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "could not check the target of a reply", Ambiguous: true}
-				}
-				verdict = RejectReplyLookupAbandoned
-				s.log.Error("the target of a reply could not be checked for too long; taken as not a reply to Lisa so that the sync can go on",
-					"room", messages.RoomID(room), "event", messages.EventID(evt.ID),
-					"failed_answers", replyLookupStallAnswers, "after", replyLookupStallTime)
-			case RejectReplyTargetInvalid:
-				s.log.Info("a reply names no valid event ID; taken as not a reply to Lisa",
-					"room", messages.RoomID(room), "event", messages.EventID(evt.ID))
-			}
-			if cand == nil {
-				batch.Rejected[string(verdict)]++
-				continue
-			}
-			cand.BatchEvents = batchContext(events[:i])
-			batch.Candidates = append(batch.Candidates, cand)
+	return rooms
+}
+
+// readRoom adds one room of the answer to a.batch: its new last event,
+// and its events classified (or, in a baseline, counted). jr is the
+// room's part of the response, nil if it had none.
+func (s *Source) readRoom(ctx context.Context, a *answer, room id.RoomID, jr *mautrix.SyncJoinedRoom) error {
+	if jr == nil && (!a.verify || !s.classifier.allowed[room]) {
+		return nil // a null entry, or nothing to verify
+	}
+	if !s.classifier.allowed[room] {
+		// Dendrite ignores room filters: the allowlist is enforced here.
+		a.batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
+		return nil
+	}
+	events, skip, err := s.roomEvents(ctx, a, room, jr)
+	if err != nil || skip {
+		return err
+	}
+	if n := len(events); n > 0 {
+		a.batch.Cursor.LastEventIds[string(room)] = string(events[n-1].ID)
+	}
+	if a.baseline {
+		a.batch.Rejected["baseline"] += len(events)
+		return nil
+	}
+	return s.classifyRoom(ctx, a.batch, room, events)
+}
+
+// roomEvents returns the room's new events, oldest first: its timeline,
+// with what a limited timeline left out filled back, and a room being
+// verified read back from the newest event. skip is set for an allowed
+// room that cannot be read back and sent nothing.
+func (s *Source) roomEvents(ctx context.Context, a *answer, room id.RoomID, jr *mautrix.SyncJoinedRoom) (events []*event.Event, skip bool, err error) {
+	from := ""
+	if jr != nil {
+		events = jr.Timeline.Events
+		if jr.Timeline.Limited {
+			from = jr.Timeline.PrevBatch
 		}
 	}
-	return batch, nil
+	if a.baseline || (from == "" && !a.verify) {
+		return events, false, nil
+	}
+	// A limited timeline is filled back from its start; a room being
+	// verified is read back from the newest event.
+	anchor := a.prev.GetLastEventIds()[string(room)]
+	recovered, closed, err := s.backfill(ctx, room, from, anchor)
+	var le *messages.Error
+	if err != nil && jr == nil && errors.As(err, &le) && le.Permanent {
+		// An allowed room Lisa has not joined (yet) cannot be read
+		// back; it has nothing to hide either.
+		s.log.Warn("allowed room could not be read back after a failed sync; skipped", "room", messages.RoomID(room), "code", le.Code)
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !closed {
+		a.batch.GapRooms = append(a.batch.GapRooms, messages.RoomID(room))
+	}
+	if !closed || anchor == "" {
+		// Unseen is not the same as old (a room Lisa has seen nothing of
+		// yet may have a long history): keep only what arrived after the
+		// previous commit.
+		recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < a.prev.GetUpdatedAtMs() })
+	}
+	return mergeByID(recovered, events), false, nil
+}
+
+// classifyRoom classifies a room's new events into batch: Lisa's own
+// events, candidates (with the events before them as context) and
+// rejections by verdict.
+func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, room id.RoomID, events []*event.Event) error {
+	for i, evt := range events {
+		if evt.Sender == s.c.cli.UserID {
+			batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
+		}
+		cand, verdict := s.classifier.Classify(ctx, room, evt, s.isLisa)
+		switch verdict {
+		case RejectReplyLookup:
+			if !s.stalled(ctx, room, evt.ID) {
+				// Unknown is not "no": fail the whole response so the
+				// cursor stays put and the event is classified again.
+				return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "could not check the target of a reply", Ambiguous: true}
+			}
+			verdict = RejectReplyLookupAbandoned
+			s.log.Error("the target of a reply could not be checked for too long; taken as not a reply to Lisa so that the sync can go on",
+				"room", messages.RoomID(room), "event", messages.EventID(evt.ID),
+				"failed_answers", replyLookupStallAnswers, "after", replyLookupStallTime)
+		case RejectReplyTargetInvalid:
+			s.log.Info("a reply names no valid event ID; taken as not a reply to Lisa",
+				"room", messages.RoomID(room), "event", messages.EventID(evt.ID))
+		}
+		if cand == nil {
+			batch.Rejected[string(verdict)]++
+			continue
+		}
+		cand.BatchEvents = batchContext(events[:i])
+		batch.Candidates = append(batch.Candidates, cand)
+	}
+	return nil
 }
 
 // backfill pages backwards from prevBatch (the newest event if empty) until it meets anchor or runs
@@ -511,10 +573,11 @@ func lookupError(err error) error {
 // ctx are returned at once. The error returned is classified, except the
 // two sentinels, which are returned as they are.
 func (s *Source) read(ctx context.Context, do func() error) error {
-	delay := s.opts.ReadRetryDelay
-	if delay <= 0 {
-		delay = DefaultReadRetryDelay
+	base := s.opts.ReadRetryDelay
+	if base <= 0 {
+		base = DefaultReadRetryDelay
 	}
+	pause := backoff.Policy{Base: base, Max: maxReadRetryWait, MaxRetryAfter: maxReadRetryWait}
 	for attempt := 1; ; attempt++ {
 		err := do()
 		if err == nil || errors.Is(err, errNotLisas) || errors.Is(err, ErrReplyTargetRejected) {
@@ -524,11 +587,7 @@ func (s *Source) read(ctx context.Context, do func() error) error {
 		if le.Permanent || attempt >= readAttempts || ctx.Err() != nil {
 			return le
 		}
-		wait := delay
-		if le.RetryAfter > 0 {
-			wait = le.RetryAfter
-		}
-		wait = min(wait, maxReadRetryWait)
+		wait := pause.Delay(attempt, le.RetryAfter)
 		s.log.Debug("homeserver read failed; repeating it", "code", le.Code, "attempt", attempt, "wait_ms", wait.Milliseconds())
 		t := time.NewTimer(wait)
 		select {
@@ -537,7 +596,6 @@ func (s *Source) read(ctx context.Context, do func() error) error {
 			return le
 		case <-t.C:
 		}
-		delay *= 2
 	}
 }
 

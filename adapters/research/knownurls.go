@@ -7,7 +7,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/lisabot/lisa/adapters/web"
 	"github.com/lisabot/lisa/messages"
 )
 
@@ -23,7 +22,7 @@ import (
 //
 //   - a result URL of one of this invocation's web_search calls;
 //   - the invoking message or the room context given to the model
-//     ([Session.AllowURLsIn]; the HTML-unescaped form of the text is read
+//     ([Service.Open]; the HTML-unescaped form of the text is read
 //     too, since the room context escapes "&" as "&amp;");
 //   - the final URL (after redirects) of a successful fetch in this
 //     invocation, and the links in the text the model was shown of a
@@ -37,7 +36,7 @@ import (
 // or changed query, an invented path on a known host, or a URL whose query
 // was stripped but whose host or path is not known. There is no fallback
 // that fetches a stripped form: the path, not only the query, can carry
-// the data. The set belongs to one [Session] (one invocation), holds at
+// the data. The set belongs to one session (one invocation), holds at
 // most maxKnownURLs entries (later URLs stay unknown, so refused), and one
 // text adds at most maxURLsPerText. URLs are never logged; a refusal is
 // visible only as its code.
@@ -54,6 +53,9 @@ const (
 	maxURLsPerText = 256
 	// maxScanBytes bounds the text the URL extractor reads.
 	maxScanBytes = 1 << 20
+	// maxURLBytes bounds a collected URL: the fetcher's own bound
+	// (web.MaxURLBytes); longer URLs could never be fetched.
+	maxURLBytes = 4096
 )
 
 // ToolUnknownURL is the tool failure code of a fetch_web_page call whose
@@ -66,20 +68,23 @@ var errUnknownURL = &messages.ToolError{Code: ToolUnknownURL, Message: "this URL
 	"use such a URL exactly as it appeared, without adding or changing any part of it"}
 
 // knownURLs is a bounded set of normalised URLs. It is not safe for
-// concurrent use; Session guards it with its mutex.
+// concurrent use; session guards it with its mutex.
 type knownURLs struct {
-	keys map[string]struct{}
-	max  int
+	keys     map[string]struct{}
+	max      int
+	validate URLValidator
 }
 
-func newKnownURLs(max int) *knownURLs {
-	return &knownURLs{keys: map[string]struct{}{}, max: max}
+// newKnownURLs returns an empty set of at most max URLs, which accepts
+// only URLs that validate accepts.
+func newKnownURLs(max int, validate URLValidator) *knownURLs {
+	return &knownURLs{keys: map[string]struct{}{}, max: max, validate: validate}
 }
 
 // add makes raw known. It reports false when raw is not a valid http(s)
 // URL or the set is full and raw was not already in it.
 func (k *knownURLs) add(raw string) bool {
-	key, ok := urlKey(raw)
+	key, ok := urlKey(raw, k.validate)
 	if !ok {
 		return false
 	}
@@ -95,7 +100,7 @@ func (k *knownURLs) add(raw string) bool {
 
 // has reports whether raw matches a known URL after normalisation.
 func (k *knownURLs) has(raw string) bool {
-	key, ok := urlKey(raw)
+	key, ok := urlKey(raw, k.validate)
 	if !ok {
 		return false
 	}
@@ -106,17 +111,18 @@ func (k *knownURLs) has(raw string) bool {
 // len reports how many URLs are known.
 func (k *knownURLs) len() int { return len(k.keys) }
 
-// urlKey returns the comparison form of an http(s) URL that
-// web.ValidateURL accepts (no user information, valid host and escapes):
-// scheme and host lower case, IDNA host in ASCII form, canonical IPv6,
-// trailing dot of the host and default port (80 for http, 443 for https)
-// removed, fragment dropped, percent escapes normalised (unreserved
-// characters decoded, others upper-case hex, non-ASCII bytes escaped) in
-// path and query, trailing slashes of the path removed (so "", "/" and
-// "/a/" ≡ "/a"), and an empty query dropped. Everything else, including
-// the order of query parameters and the case of the path, is kept.
-func urlKey(raw string) (string, bool) {
-	u, err := web.ValidateURL(strings.TrimSpace(raw))
+// urlKey returns the comparison form of an http(s) URL that validate (the
+// fetcher's rule, web.ValidateURL) accepts (no user information, valid
+// host and escapes): scheme and host lower case, IDNA host in ASCII form,
+// canonical IPv6, trailing dot of the host and default port (80 for
+// http, 443 for https) removed, fragment dropped, percent escapes
+// normalised (unreserved characters decoded, others upper-case hex,
+// non-ASCII bytes escaped) in path and query, trailing slashes of the
+// path removed (so "", "/" and "/a/" ≡ "/a"), and an empty query dropped.
+// Everything else, including the order of query parameters and the case
+// of the path, is kept.
+func urlKey(raw string, validate URLValidator) (string, bool) {
+	u, err := validate(strings.TrimSpace(raw))
 	if err != nil {
 		return "", false
 	}
@@ -199,7 +205,7 @@ func extractURLs(text string, base *url.URL, max int) []string {
 		if len(out) >= max {
 			return false
 		}
-		if len(u) <= web.MaxURLBytes && !seen[u] {
+		if len(u) <= maxURLBytes && !seen[u] {
 			seen[u] = true
 			out = append(out, u)
 		}
@@ -302,7 +308,7 @@ func scanMarkdownTargets(s string, base *url.URL, emit func(string) bool) bool {
 		start := i + j + 2
 		target, end := markdownTarget(s, start)
 		i = max(end, start)
-		if target == "" || len(target) > web.MaxURLBytes || hasHTTPScheme(target) {
+		if target == "" || len(target) > maxURLBytes || hasHTTPScheme(target) {
 			continue
 		}
 		ref, err := url.Parse(target)

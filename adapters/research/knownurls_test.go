@@ -21,23 +21,24 @@ func TestFetchAllowsKnownURLs(t *testing.T) {
 		page     = "https://docs.example/guide"
 		text     = "https://plain.example/notes.txt"
 	)
-	newSess := func() (*Session, *pagesFetch) {
-		fetch := &pagesFetch{pages: map[string]web.Page{
+	newSess := func() (*testSession, *pagesFetch) {
+		fetch := &pagesFetch{pages: map[string]messages.WebPage{
 			searched: {FinalURL: "https://go.dev/doc/", ContentType: "text/html", Body: []byte("<p>go</p>")},
 			page:     {FinalURL: page, ContentType: "text/html", Body: []byte("<p>guide</p>")},
 			text:     {FinalURL: text, ContentType: "text/plain", Body: []byte("mirror: https://mirror.example/notes.txt.")},
 		}}
-		s := NewSession(Deps{
+		s := newTestSession(t, Deps{
 			Search: resultsSearch{{Title: "Go", URL: searched}},
 			Fetch:  fetch,
 			Convert: mapConvert{"<p>guide</p>": "See [the spec](https://spec.example/ref#types), " +
 				"[next](/wiki/Go_(programming_language)), [up](../index.html) and <https://auto.example/x>."},
-			Runner:                  direct{},
 			MaxToolOutputCharacters: 4000,
-		})
-		s.AllowURLsIn("@lisa what does https://invoker.example/post?id=7&lang=en say? (see also HTTPS://Paren.Example/a_(b))")
-		s.AllowURLsIn(`<room_context room="!r:hs">` + "\n" + `<message sender="bob">` +
-			"\nold link: https://context.example/a?b=1&amp;c=2, and docs at " + page + " (notes: " + text + ")\n</message>\n</room_context>")
+		},
+			// The invoking message and the room context, as the
+			// invocation opens its session.
+			"@lisa what does https://invoker.example/post?id=7&lang=en say? (see also HTTPS://Paren.Example/a_(b))",
+			`<room_context room="!r:hs">`+"\n"+`<message sender="bob">`+
+				"\nold link: https://context.example/a?b=1&amp;c=2, and docs at "+page+" (notes: "+text+")\n</message>\n</room_context>")
 		return s, fetch
 	}
 	for _, c := range []struct {
@@ -60,8 +61,7 @@ func TestFetchAllowsKnownURLs(t *testing.T) {
 		{name: "link in a plain-text page", setup: []string{text}, url: "https://mirror.example/notes.txt"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, fetch := newSess()
-			tools := s.Tools()
+			tools, fetch := newSess()
 			call(t, tools, "web_search", map[string]string{"query": "q"})
 			for _, u := range c.setup {
 				r := call(t, tools, "fetch_web_page", map[string]string{"url": u})
@@ -89,7 +89,7 @@ func TestFetchAllowsKnownURLs(t *testing.T) {
 			if c.setup != nil || c.name == "search result" {
 				return
 			}
-			other := NewSession(Deps{Fetch: fetch, Runner: direct{}}).Tools()
+			other := tools.another(t)
 			if r := call(t, other, "fetch_web_page", map[string]string{"url": c.url}); r.OK || r.Code != string(ToolUnknownURL) {
 				t.Fatalf("other invocation = %+v", r)
 			}
@@ -134,7 +134,7 @@ func TestURLKeyNormalisation(t *testing.T) {
 		{"https://example.org/", "ftp://example.org/", false},
 	} {
 		t.Run(c.known+" "+c.asked, func(t *testing.T) {
-			k := newKnownURLs(10)
+			k := newKnownURLs(10, web.ValidateURL)
 			if !k.add(c.known) {
 				t.Fatalf("%q was not added", c.known)
 			}
@@ -145,7 +145,7 @@ func TestURLKeyNormalisation(t *testing.T) {
 	}
 	for _, bad := range []string{"", "https://user@example.org/", "file:///etc/passwd", "https:///nohost", "https://example.org/\x00",
 		"https://example.org/" + strings.Repeat("a", web.MaxURLBytes)} {
-		if k := newKnownURLs(10); k.add(bad) || k.has(bad) {
+		if k := newKnownURLs(10, web.ValidateURL); k.add(bad) || k.has(bad) {
 			t.Errorf("%q was accepted", bad)
 		}
 	}
@@ -156,7 +156,7 @@ func TestURLKeyNormalisation(t *testing.T) {
 // most maxURLsPerText, and a session never holds more than
 // maxKnownURLs.
 func TestKnownURLsBounded(t *testing.T) {
-	k := newKnownURLs(3)
+	k := newKnownURLs(3, web.ValidateURL)
 	for i := range 5 {
 		k.add(fmt.Sprintf("https://example.org/%d", i))
 	}
@@ -171,9 +171,9 @@ func TestKnownURLsBounded(t *testing.T) {
 	for i := range 3 * maxURLsPerText {
 		fmt.Fprintf(&b, "https://example.org/%d ", i)
 	}
-	s := NewSession(Deps{})
-	s.AllowURLsIn(b.String())
-	if n := s.known.len(); n != maxURLsPerText {
+	s := newTestSession(t, Deps{})
+	s.state().allowURLsIn(b.String())
+	if n := s.state().known.len(); n != maxURLsPerText {
 		t.Fatalf("one text added %d URLs, want %d", n, maxURLsPerText)
 	}
 	for i := range 4 * maxKnownURLs / maxURLsPerText {
@@ -181,15 +181,14 @@ func TestKnownURLsBounded(t *testing.T) {
 		for j := range maxURLsPerText {
 			fmt.Fprintf(&b, "https://e%d.example/%d ", i, j)
 		}
-		s.AllowURLsIn(b.String())
+		s.state().allowURLsIn(b.String())
 	}
-	if n := s.known.len(); n != maxKnownURLs {
+	if n := s.state().known.len(); n != maxKnownURLs {
 		t.Fatalf("the session holds %d URLs, want the limit %d", n, maxKnownURLs)
 	}
 	fetch := &pagesFetch{}
-	s = NewSession(Deps{Fetch: fetch, Runner: direct{}})
-	s.AllowURLsIn(b.String()) // the last batch: fits an empty session
-	if r := call(t, s.Tools(), "fetch_web_page", map[string]string{"url": "https://e0.example/0"}); r.OK || r.Code != string(ToolUnknownURL) {
+	s = newTestSession(t, Deps{Fetch: fetch}, b.String()) // the last batch: fits an empty session
+	if r := call(t, s, "fetch_web_page", map[string]string{"url": "https://e0.example/0"}); r.OK || r.Code != string(ToolUnknownURL) {
 		t.Fatalf("fetch = %+v", r)
 	}
 	if len(fetch.requests()) != 0 {
@@ -268,6 +267,14 @@ func TestExtractURLsBounded(t *testing.T) {
 func TestUnknownURLCode(t *testing.T) {
 	if ToolUnknownURL == messages.ToolInvalidURL || ToolUnknownURL != "unknown_url" {
 		t.Fatal(ToolUnknownURL)
+	}
+}
+
+// TestURLBoundMatchesFetcher: the extractor keeps exactly the URLs the
+// fetcher could request.
+func TestURLBoundMatchesFetcher(t *testing.T) {
+	if maxURLBytes != web.MaxURLBytes {
+		t.Fatalf("maxURLBytes = %d, web.MaxURLBytes = %d", maxURLBytes, web.MaxURLBytes)
 	}
 }
 

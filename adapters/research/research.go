@@ -12,20 +12,17 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/lisabot/lisa/actors/orchestrate"
-	"github.com/lisabot/lisa/adapters/search"
-	"github.com/lisabot/lisa/adapters/web"
 	"github.com/lisabot/lisa/messages"
 )
 
 // Searcher runs web searches.
 type Searcher interface {
-	Search(ctx context.Context, query string) ([]search.Result, error)
+	Search(ctx context.Context, query string) ([]messages.SearchHit, error)
 }
 
 // Fetcher downloads web pages.
 type Fetcher interface {
-	Fetch(ctx context.Context, rawURL string) (web.Page, error)
+	Fetch(ctx context.Context, rawURL string) (messages.WebPage, error)
 }
 
 // Converter turns HTML into Markdown.
@@ -33,21 +30,142 @@ type Converter interface {
 	Convert(ctx context.Context, html []byte) (string, error)
 }
 
-// Runner runs work in the tool pool.
-type Runner interface {
-	Run(ctx context.Context, work func(ctx context.Context) any) (any, error)
-}
+// URLValidator checks that raw is an absolute http(s) URL the fetcher
+// would request, and returns it normalised (the fetcher's own rule; in
+// Lisa, web.ValidateURL). Failures are *messages.ToolError values.
+type URLValidator func(raw string) (*url.URL, error)
+
+// DefaultMaxSessions bounds the open sessions when Deps.MaxSessions is
+// not positive.
+const DefaultMaxSessions = 256
 
 // Deps are the services and limits shared by all sessions.
 type Deps struct {
 	Search  Searcher // nil disables web_search
 	Fetch   Fetcher
 	Convert Converter
-	Runner  Runner
+	// ValidateURL is the fetcher's URL rule, used to check requested URLs
+	// and to compare them with known ones. Without it every URL is
+	// refused.
+	ValidateURL URLValidator
 	// MaxToolOutputCharacters bounds text returned to the model.
 	MaxToolOutputCharacters int
 	// MaxTotalArtifactBytes bounds what one invocation may store.
 	MaxTotalArtifactBytes int64
+	// MaxSessions bounds the sessions open at once; 0 means
+	// DefaultMaxSessions.
+	MaxSessions int
+}
+
+// ErrTooManySessions is returned by [Service.Open] when MaxSessions
+// sessions are open.
+var ErrTooManySessions = errors.New("research: too many open sessions")
+
+// Service provides the research tools: their specs, one session per
+// invocation (opened and closed by the invocation), and the handler that
+// runs every call in the tool pool. It is safe for concurrent use.
+type Service struct {
+	d        Deps
+	mu       sync.Mutex
+	sessions map[string]*session
+}
+
+// New returns a Service over d.
+func New(d Deps) *Service {
+	if d.ValidateURL == nil {
+		d.ValidateURL = func(string) (*url.URL, error) {
+			return nil, &messages.ToolError{Code: messages.ToolInvalidURL, Message: "URLs cannot be checked, so none is fetched"}
+		}
+	}
+	if d.MaxSessions <= 0 {
+		d.MaxSessions = DefaultMaxSessions
+	}
+	return &Service{d: d, sessions: map[string]*session{}}
+}
+
+// Tool names.
+const (
+	SearchTool  = "web_search"
+	FetchTool   = "fetch_web_page"
+	ConvertTool = "html_to_markdown"
+)
+
+var (
+	searchSpec = messages.ToolSpec{Name: SearchTool, Description: "Search the web. Returns numbered results with title, URL and a short snippet.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what to search for"}},"required":["query"],"additionalProperties":false}`)}
+	fetchSpec = messages.ToolSpec{Name: FetchTool, Description: "Download one http(s) web page. The URL must be one that appeared in the room messages, in web_search results or in a page fetched in this conversation, copied exactly; other URLs are refused. HTML pages return an artifact_id to convert with html_to_markdown; plain text is returned directly.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string","description":"absolute http or https URL"}},"required":["url"],"additionalProperties":false}`)}
+	convertSpec = messages.ToolSpec{Name: ConvertTool, Description: "Convert a downloaded HTML page (by artifact_id from fetch_web_page) to Markdown text.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"artifact_id":{"type":"string"}},"required":["artifact_id"],"additionalProperties":false}`)}
+)
+
+// Specs lists the tools in the order offered to the model; web_search
+// only when a Searcher is configured.
+func (s *Service) Specs() []messages.ToolSpec {
+	var out []messages.ToolSpec
+	if s.d.Search != nil {
+		out = append(out, searchSpec)
+	}
+	return append(out, fetchSpec, convertSpec)
+}
+
+// Open starts the session of one invocation and returns its opaque ID.
+// Its fetch_web_page fetches only URLs known to the session: the URLs in
+// known, which must be the texts given to the model as the conversation
+// (the invoking message and the room context), never text the model
+// wrote; search results and fetched pages add theirs as the tools run.
+// At most 256 URLs are taken from one text and 2,048 from all sources of
+// a session; the HTML-unescaped form of a text is read too.
+func (s *Service) Open(known ...string) (string, error) {
+	id, err := randomID("ses_")
+	if err != nil {
+		return "", err
+	}
+	sess := newSession(s.d)
+	for _, text := range known {
+		sess.allowURLsIn(text)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sessions) >= s.d.MaxSessions {
+		return "", ErrTooManySessions
+	}
+	s.sessions[id] = sess
+	return id, nil
+}
+
+// Close ends session id: its artifacts and known URLs are dropped, and
+// later calls naming it fail. Closing an unknown ID does nothing.
+func (s *Service) Close(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, id)
+}
+
+// session returns the open session id, or nil.
+func (s *Service) session(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// Call runs one research tool call for the session it names; it is the
+// tool pool's handler for every name of Specs. ctx bounds it. Every
+// failure is a bounded result with a stable code.
+func (s *Service) Call(ctx context.Context, call *messages.ToolCall) *messages.ToolResult {
+	sess := s.session(call.Session)
+	if sess == nil {
+		return failure(&messages.ToolError{Code: messages.ToolFailed, Message: "this conversation's tools are no longer available"})
+	}
+	switch {
+	case call.Name == SearchTool && s.d.Search != nil:
+		return sess.search(ctx, call.Args)
+	case call.Name == FetchTool:
+		return sess.fetch(ctx, call.Args)
+	case call.Name == ConvertTool:
+		return sess.convert(ctx, call.Args)
+	}
+	return failure(&messages.ToolError{Code: messages.ToolUnknownTool, Message: "There is no such tool."})
 }
 
 type artifact struct {
@@ -57,8 +175,8 @@ type artifact struct {
 	body     []byte
 }
 
-// Session is one invocation's tools, artifact store and known URLs.
-type Session struct {
+// session is one invocation's artifact store and known URLs.
+type session struct {
 	d         Deps
 	mu        sync.Mutex
 	artifacts map[string]*artifact
@@ -68,26 +186,18 @@ type Session struct {
 	known *knownURLs
 }
 
-// NewSession returns the tools of one invocation. Its fetch_web_page
-// fetches only URLs known to the invocation: pass the invoking message and
-// the room context given to the model to [Session.AllowURLsIn]; search
-// results and fetched pages add theirs as the tools run.
-func NewSession(d Deps) *Session {
-	return &Session{d: d, artifacts: map[string]*artifact{}, known: newKnownURLs(maxKnownURLs)}
+func newSession(d Deps) *session {
+	return &session{d: d, artifacts: map[string]*artifact{}, known: newKnownURLs(maxKnownURLs, d.ValidateURL)}
 }
 
-// AllowURLsIn makes the http and https URLs found in text known to this
-// session, so that fetch_web_page may fetch them. Call it with the text
-// the model is given as the conversation (the invoking message and the
-// room context); never with text the model wrote. At most 256 URLs are
-// taken from one text and 2,048 from all sources of a session; the
-// HTML-unescaped form of text is read too.
-func (s *Session) AllowURLsIn(text string) {
+// allowURLsIn makes the http and https URLs found in text known to this
+// session, so that fetch_web_page may fetch them (see [Service.Open]).
+func (s *session) allowURLsIn(text string) {
 	s.allow(extractURLs(text, nil, maxURLsPerText)...)
 }
 
 // allow makes urls known, within the session's bound.
-func (s *Session) allow(urls ...string) {
+func (s *session) allow(urls ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range urls {
@@ -96,7 +206,7 @@ func (s *Session) allow(urls ...string) {
 }
 
 // isKnown reports whether rawURL matches a known URL of the session.
-func (s *Session) isKnown(rawURL string) bool {
+func (s *session) isKnown(rawURL string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.known.has(rawURL)
@@ -105,7 +215,7 @@ func (s *Session) isKnown(rawURL string) bool {
 // learnLinks makes the links in text, a page the model is shown whose
 // final URL is pageURL, known: absolute URLs and Markdown link targets
 // resolved against pageURL.
-func (s *Session) learnLinks(text, pageURL string) {
+func (s *session) learnLinks(text, pageURL string) {
 	base, err := url.Parse(pageURL)
 	if err != nil || base.Host == "" {
 		base = nil
@@ -113,58 +223,19 @@ func (s *Session) learnLinks(text, pageURL string) {
 	s.allow(extractURLs(text, base, maxURLsPerText)...)
 }
 
-// Tools lists the session's tools for the orchestrator.
-func (s *Session) Tools() []orchestrate.Tool {
-	var out []orchestrate.Tool
-	if s.d.Search != nil {
-		out = append(out, tool{s: s, spec: searchSpec, call: s.search})
-	}
-	out = append(out, tool{s: s, spec: fetchSpec, call: s.fetch}, tool{s: s, spec: convertSpec, call: s.convert})
-	return out
-}
-
-var (
-	searchSpec = orchestrate.ToolSpec{Name: "web_search", Description: "Search the web. Returns numbered results with title, URL and a short snippet.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what to search for"}},"required":["query"],"additionalProperties":false}`)}
-	fetchSpec = orchestrate.ToolSpec{Name: "fetch_web_page", Description: "Download one http(s) web page. The URL must be one that appeared in the room messages, in web_search results or in a page fetched in this conversation, copied exactly; other URLs are refused. HTML pages return an artifact_id to convert with html_to_markdown; plain text is returned directly.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string","description":"absolute http or https URL"}},"required":["url"],"additionalProperties":false}`)}
-	convertSpec = orchestrate.ToolSpec{Name: "html_to_markdown", Description: "Convert a downloaded HTML page (by artifact_id from fetch_web_page) to Markdown text.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"artifact_id":{"type":"string"}},"required":["artifact_id"],"additionalProperties":false}`)}
-)
-
-type tool struct {
-	s    *Session
-	spec orchestrate.ToolSpec
-	call func(ctx context.Context, args json.RawMessage) orchestrate.ToolResult
-}
-
-func (t tool) Spec() orchestrate.ToolSpec { return t.spec }
-
-// Call runs the tool in the pool; the invocation's context bounds it.
-func (t tool) Call(ctx context.Context, args json.RawMessage) orchestrate.ToolResult {
-	res, err := t.s.d.Runner.Run(ctx, func(ctx context.Context) any { return t.call(ctx, args) })
-	if err != nil {
-		return failure(&messages.ToolError{Code: messages.ToolTimeout, Message: "the tool did not finish in time", Retryable: false})
-	}
-	if r, ok := res.(orchestrate.ToolResult); ok {
-		return r
-	}
-	return failure(&messages.ToolError{Code: messages.ToolFailed, Message: "the tool failed unexpectedly"})
-}
-
-func failure(err error) orchestrate.ToolResult {
+func failure(err error) *messages.ToolResult {
 	var te *messages.ToolError
 	if !errors.As(err, &te) {
 		te = &messages.ToolError{Code: messages.ToolHTTPError, Message: "the tool failed", Retryable: true}
 	}
-	return orchestrate.ToolResult{Code: string(te.Code), Content: te.Message, Retryable: te.Retryable}
+	return messages.ToolFailure(te.Code, te.Message, te.Retryable)
 }
 
-func badArgs(msg string) orchestrate.ToolResult {
+func badArgs(msg string) *messages.ToolResult {
 	return failure(&messages.ToolError{Code: messages.ToolInvalidArguments, Message: msg})
 }
 
-func (s *Session) search(ctx context.Context, args json.RawMessage) orchestrate.ToolResult {
+func (s *session) search(ctx context.Context, args json.RawMessage) *messages.ToolResult {
 	var a struct {
 		Query string `json:"query"`
 	}
@@ -175,7 +246,7 @@ func (s *Session) search(ctx context.Context, args json.RawMessage) orchestrate.
 	if err != nil {
 		return failure(err)
 	}
-	res := orchestrate.ToolResult{OK: true, Code: "ok", Content: s.bound(search.Format(results)), SourceTitles: map[string]string{}}
+	res := &messages.ToolResult{OK: true, Code: "ok", Content: s.bound(formatHits(results)), SourceTitles: map[string]string{}}
 	for _, r := range results {
 		res.SourceURLs = append(res.SourceURLs, r.URL)
 		res.SourceTitles[r.URL] = r.Title
@@ -187,14 +258,14 @@ func (s *Session) search(ctx context.Context, args json.RawMessage) orchestrate.
 	return res
 }
 
-func (s *Session) fetch(ctx context.Context, args json.RawMessage) orchestrate.ToolResult {
+func (s *session) fetch(ctx context.Context, args json.RawMessage) *messages.ToolResult {
 	var a struct {
 		URL string `json:"url"`
 	}
 	if json.Unmarshal(args, &a) != nil || strings.TrimSpace(a.URL) == "" {
 		return badArgs("url must be a non-empty string")
 	}
-	if _, err := web.ValidateURL(a.URL); err != nil {
+	if _, err := s.d.ValidateURL(a.URL); err != nil {
 		return failure(err)
 	}
 	// The known-URL rule (knownurls.go): a URL the model built itself,
@@ -215,7 +286,7 @@ func (s *Session) fetch(ctx context.Context, args json.RawMessage) orchestrate.T
 	if err != nil {
 		return failure(err)
 	}
-	res := orchestrate.ToolResult{OK: true, Code: "ok", SourceURLs: []string{page.FinalURL}, SourceTitles: map[string]string{page.FinalURL: page.Title}}
+	res := &messages.ToolResult{OK: true, Code: "ok", SourceURLs: []string{page.FinalURL}, SourceTitles: map[string]string{page.FinalURL: page.Title}}
 	meta := map[string]any{"artifact_id": id, "final_url": page.FinalURL, "content_type": page.ContentType,
 		"byte_count": len(page.Body), "title": page.Title}
 	if isHTML {
@@ -230,7 +301,7 @@ func (s *Session) fetch(ctx context.Context, args json.RawMessage) orchestrate.T
 	return res
 }
 
-func (s *Session) convert(ctx context.Context, args json.RawMessage) orchestrate.ToolResult {
+func (s *session) convert(ctx context.Context, args json.RawMessage) *messages.ToolResult {
 	var a struct {
 		ArtifactID string `json:"artifact_id"`
 	}
@@ -255,18 +326,17 @@ func (s *Session) convert(ctx context.Context, args json.RawMessage) orchestrate
 	}
 	text := s.bound(cleanText(md))
 	s.learnLinks(text, art.finalURL) // links the model now sees
-	return orchestrate.ToolResult{OK: true, Code: "ok", Content: text,
+	return &messages.ToolResult{OK: true, Code: "ok", Content: text,
 		SourceURLs: []string{art.finalURL}, SourceTitles: map[string]string{art.finalURL: art.title}}
 }
 
 // store keeps an artifact under a fresh opaque ID, within the session's
 // byte budget.
-func (s *Session) store(a *artifact) (string, error) {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("research: artifact id: %w", err)
+func (s *session) store(a *artifact) (string, error) {
+	id, err := randomID("art_")
+	if err != nil {
+		return "", err
 	}
-	id := "art_" + hex.EncodeToString(b[:])
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.d.MaxTotalArtifactBytes > 0 && s.stored+int64(len(a.body)) > s.d.MaxTotalArtifactBytes {
@@ -278,7 +348,7 @@ func (s *Session) store(a *artifact) (string, error) {
 }
 
 // bound truncates text for the model at a rune boundary, marked.
-func (s *Session) bound(text string) string {
+func (s *session) bound(text string) string {
 	limit := s.d.MaxToolOutputCharacters
 	if limit <= 0 || utf8.RuneCountInString(text) <= limit {
 		return text
@@ -311,4 +381,40 @@ func cleanText(s string) string {
 		}
 		return -1
 	}, s)
+}
+
+// randomID returns prefix followed by 24 random hex digits.
+func randomID(prefix string) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("research: random id: %w", err)
+	}
+	return prefix + hex.EncodeToString(b[:]), nil
+}
+
+// formatHits renders search results as compact numbered text for the
+// model (the same presentation as the search adapter's Format):
+//
+//  1. Title
+//     https://example.test/page
+//     snippet
+//
+// Empty titles show as "(untitled)"; empty snippets are left out. No
+// results yields "No results."
+func formatHits(hits []messages.SearchHit) string {
+	if len(hits) == 0 {
+		return "No results."
+	}
+	var b strings.Builder
+	for i, r := range hits {
+		title := r.Title
+		if title == "" {
+			title = "(untitled)"
+		}
+		fmt.Fprintf(&b, "%d. %s\n   %s\n", i+1, title, r.URL)
+		if r.Snippet != "" {
+			fmt.Fprintf(&b, "   %s\n", r.Snippet)
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

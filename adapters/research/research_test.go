@@ -3,38 +3,28 @@ package research
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
-	"github.com/lisabot/lisa/actors/orchestrate"
-	"github.com/lisabot/lisa/adapters/search"
 	"github.com/lisabot/lisa/adapters/web"
 	"github.com/lisabot/lisa/messages"
 )
 
-type direct struct{ err error }
-
-func (d direct) Run(ctx context.Context, work func(context.Context) any) (any, error) {
-	if d.err != nil {
-		return nil, d.err
-	}
-	return work(ctx), nil
-}
-
 type fakeSearch struct{}
 
-func (fakeSearch) Search(_ context.Context, q string) ([]search.Result, error) {
-	return []search.Result{{Title: "Go", URL: "https://go.dev/", Snippet: "about " + q}}, nil
+func (fakeSearch) Search(_ context.Context, q string) ([]messages.SearchHit, error) {
+	return []messages.SearchHit{{Title: "Go", URL: "https://go.dev/", Snippet: "about " + q}}, nil
 }
 
 type fakeFetch struct{ calls []string }
 
-func (f *fakeFetch) Fetch(_ context.Context, u string) (web.Page, error) {
+func (f *fakeFetch) Fetch(_ context.Context, u string) (messages.WebPage, error) {
 	f.calls = append(f.calls, u)
 	if strings.Contains(u, "text") {
-		return web.Page{FinalURL: u, ContentType: "text/plain", Body: []byte("plain\r\nwords\x00")}, nil
+		return messages.WebPage{FinalURL: u, ContentType: "text/plain", Body: []byte("plain\r\nwords\x00")}, nil
 	}
-	return web.Page{FinalURL: u + "?final", ContentType: "text/html", Title: "A Page", Body: []byte("<h1>Hi</h1>")}, nil
+	return messages.WebPage{FinalURL: u + "?final", ContentType: "text/html", Title: "A Page", Body: []byte("<h1>Hi</h1>")}, nil
 }
 
 type fakeConvert struct{}
@@ -43,24 +33,61 @@ func (fakeConvert) Convert(_ context.Context, html []byte) (string, error) {
 	return "# converted " + string(html), nil
 }
 
-func call(t *testing.T, tools []orchestrate.Tool, name string, args any) orchestrate.ToolResult {
+// testSession is one open session of a service, called the way the tool
+// pool calls its handler.
+type testSession struct {
+	svc *Service
+	id  string
+}
+
+// newService returns a service over d with the fetcher's real URL rule
+// unless d names one.
+func newService(d Deps) *Service {
+	if d.ValidateURL == nil {
+		d.ValidateURL = web.ValidateURL
+	}
+	return New(d)
+}
+
+// openSession opens a session of svc knowing the URLs in known.
+func openSession(t *testing.T, svc *Service, known ...string) *testSession {
+	t.Helper()
+	id, err := svc.Open(known...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testSession{svc: svc, id: id}
+}
+
+// newTestSession opens a session of a new service over d.
+func newTestSession(t *testing.T, d Deps, known ...string) *testSession {
+	t.Helper()
+	return openSession(t, newService(d), known...)
+}
+
+// state returns the session's state.
+func (s *testSession) state() *session { return s.svc.session(s.id) }
+
+// another opens a second session (another invocation) of the same service.
+func (s *testSession) another(t *testing.T) *testSession {
+	t.Helper()
+	return openSession(t, s.svc)
+}
+
+func call(t *testing.T, s *testSession, name string, args any) *messages.ToolResult {
 	t.Helper()
 	raw, _ := json.Marshal(args)
-	for _, tl := range tools {
-		if tl.Spec().Name == name {
-			return tl.Call(context.Background(), raw)
-		}
+	r := s.svc.Call(context.Background(), &messages.ToolCall{Name: name, Args: raw, Session: s.id})
+	if r == nil {
+		t.Fatalf("%s returned no result", name)
 	}
-	t.Fatalf("no tool %s", name)
-	return orchestrate.ToolResult{}
+	return r
 }
 
 func TestResearchTools(t *testing.T) {
 	f := &fakeFetch{}
-	deps := Deps{Search: fakeSearch{}, Fetch: f, Convert: fakeConvert{}, Runner: direct{}, MaxToolOutputCharacters: 1000, MaxTotalArtifactBytes: 50}
-	s := NewSession(deps)
-	s.AllowURLsIn("@lisa compare https://example.org/page with https://example.org/text and https://example.org/more")
-	tools := s.Tools()
+	deps := Deps{Search: fakeSearch{}, Fetch: f, Convert: fakeConvert{}, MaxToolOutputCharacters: 1000, MaxTotalArtifactBytes: 50}
+	tools := newTestSession(t, deps, "@lisa compare https://example.org/page with https://example.org/text and https://example.org/more")
 
 	r := call(t, tools, "web_search", map[string]string{"query": "golang"})
 	if !r.OK || r.SourceURLs[0] != "https://go.dev/" || r.SourceTitles["https://go.dev/"] != "Go" || !strings.Contains(r.Content, "about golang") {
@@ -85,7 +112,7 @@ func TestResearchTools(t *testing.T) {
 	}
 
 	// Another invocation cannot read this one's artifacts.
-	other := NewSession(deps).Tools()
+	other := tools.another(t)
 	if r := call(t, other, "html_to_markdown", map[string]string{"artifact_id": meta.ArtifactID}); r.OK || r.Code != string(messages.ToolArtifactNotFound) {
 		t.Fatalf("foreign artifact = %+v", r)
 	}
@@ -111,19 +138,70 @@ func TestResearchTools(t *testing.T) {
 	}
 }
 
-func TestPoolRefusalBecomesToolResult(t *testing.T) {
-	tools := NewSession(Deps{Search: fakeSearch{}, Runner: direct{err: context.DeadlineExceeded}}).Tools()
-	if r := call(t, tools, "web_search", map[string]string{"query": "x"}); r.OK || r.Code != string(messages.ToolTimeout) {
-		t.Fatalf("result = %+v", r)
+// TestSessions: web_search is offered only with a search endpoint; the
+// open sessions are bounded; a closed or unknown session, and an unknown
+// tool, are tool errors.
+func TestSessions(t *testing.T) {
+	if got := newService(Deps{}).Specs(); len(got) != 2 || got[0].Name != FetchTool || got[1].Name != ConvertTool {
+		t.Fatalf("specs without a search endpoint = %+v", got)
 	}
-	if len(NewSession(Deps{}).Tools()) != 2 {
-		t.Fatal("web_search offered without a search endpoint")
+	if got := newService(Deps{Search: fakeSearch{}}).Specs(); len(got) != 3 || got[0].Name != SearchTool {
+		t.Fatalf("specs = %+v", got)
+	}
+	svc := newService(Deps{Search: fakeSearch{}, MaxSessions: 2})
+	a, b := openSession(t, svc), openSession(t, svc)
+	if _, err := svc.Open(); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("third session: %v", err)
+	}
+	if r := call(t, a, SearchTool, map[string]string{"query": "q"}); !r.OK {
+		t.Fatalf("search = %+v", r)
+	}
+	svc.Close(a.id)
+	if r := call(t, a, SearchTool, map[string]string{"query": "q"}); r.OK || r.Code != string(messages.ToolFailed) {
+		t.Fatalf("closed session = %+v", r)
+	}
+	c := openSession(t, svc) // Close freed a place
+	if r := call(t, c, "launch_rockets", map[string]string{}); r.OK || r.Code != string(messages.ToolUnknownTool) {
+		t.Fatalf("unknown tool = %+v", r)
+	}
+	if r := call(t, &testSession{svc: svc, id: "ses_forged"}, SearchTool, map[string]string{"query": "q"}); r.OK {
+		t.Fatalf("unknown session = %+v", r)
+	}
+	if r := call(t, b, SearchTool, map[string]string{"query": "q"}); !r.OK {
+		t.Fatalf("other session after a close = %+v", r)
+	}
+	// Without a search endpoint web_search is not a tool at all.
+	if r := call(t, newTestSession(t, Deps{}), SearchTool, map[string]string{"query": "q"}); r.OK || r.Code != string(messages.ToolUnknownTool) {
+		t.Fatalf("search without endpoint = %+v", r)
+	}
+}
+
+// TestNoURLRuleRefusesAll: a service wired without the fetcher's URL
+// rule fetches nothing.
+func TestNoURLRuleRefusesAll(t *testing.T) {
+	f := &fakeFetch{}
+	svc := New(Deps{Fetch: f})
+	s := openSession(t, svc, "see https://example.org/page")
+	if r := call(t, s, FetchTool, map[string]string{"url": "https://example.org/page"}); r.OK || r.Code != string(messages.ToolInvalidURL) {
+		t.Fatalf("fetch = %+v", r)
+	}
+	if len(f.calls) != 0 {
+		t.Fatal("a URL reached the fetcher")
+	}
+}
+
+// TestFormatHits keeps the model's view of search results.
+func TestFormatHits(t *testing.T) {
+	got := formatHits([]messages.SearchHit{{Title: "One", URL: "https://one.test/a", Snippet: "first hit"}, {URL: "http://two.test/b"}})
+	want := "1. One\n   https://one.test/a\n   first hit\n2. (untitled)\n   http://two.test/b"
+	if got != want || formatHits(nil) != "No results." {
+		t.Fatalf("formatHits = %q, want %q", got, want)
 	}
 }
 
 func TestBoundTinyLimits(t *testing.T) {
 	for _, limit := range []int{1, 5, 13, 14, 100} {
-		s := NewSession(Deps{MaxToolOutputCharacters: limit})
+		s := newSession(Deps{MaxToolOutputCharacters: limit})
 		if got := []rune(s.bound(strings.Repeat("é", 1000))); len(got) > limit {
 			t.Errorf("limit %d: %d runes", limit, len(got))
 		}

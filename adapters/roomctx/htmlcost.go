@@ -74,14 +74,7 @@ func (c *mdCheck) node(n *html.Node, pre bool) (mdSize, bool) {
 	}
 	switch n.Type {
 	case html.TextNode:
-		s := mdSize{out: len(n.Data), run: longestRun(n.Data, '`')}
-		if pre {
-			s.nl = strings.Count(n.Data, "\n")
-		}
-		// Parsing it as rendered (escaped) into a growing buffer, decoding
-		// it, collapsing white space, and the node's tagged string.
-		c.work += 4*escapedSize(n.Data) + 3*len(n.Data) + 192
-		return s, false
+		return c.text(n, pre), false
 	case html.ElementNode:
 	default:
 		return mdSize{}, false
@@ -91,27 +84,79 @@ func (c *mdCheck) node(n *html.Node, pre bool) (mdSize, bool) {
 		c.unstable = true
 		return mdSize{}, false
 	}
-	attrs, escAttrs := 0, 0
+	attrs, escAttrs := attrSizes(n)
+	kids := c.children(n, pre || tag == "pre")
+	out, extra := elementMarkdown(n, kids, attrs)
+	// Each level builds its string (growing a buffer), wraps it and
+	// copies it into its parent's, and keeps a tagged string per child;
+	// the converter's parser reads the tag and its attributes as rendered
+	// (escaped) into a growing buffer, decodes them and keeps the node.
+	c.work += 3*out.out + extra + 64*kids.count + 4*escAttrs + 2*attrs + 512
+	// Its stack of enclosing tag names is shared, and copied to twice the
+	// size when full: at 4, 8, 16, ... names.
+	if d := len(c.open); d >= 4 && d&(d-1) == 0 {
+		c.work += 48 * d
+	}
+	return out, isMarkdownBlock(tag)
+}
+
+// text bounds the Markdown of text node n and adds what producing it
+// allocates to c.work; pre says whether it is inside a pre element.
+func (c *mdCheck) text(n *html.Node, pre bool) mdSize {
+	s := mdSize{out: len(n.Data), run: longestRun(n.Data, '`')}
+	if pre {
+		s.nl = strings.Count(n.Data, "\n")
+	}
+	// Parsing it as rendered (escaped) into a growing buffer, decoding
+	// it, collapsing white space, and the node's tagged string.
+	c.work += 4*escapedSize(n.Data) + 3*len(n.Data) + 192
+	return s
+}
+
+// attrSizes is the length of n's attributes' keys and values, as they
+// are and as rendered (escaped, with an equals sign, quotes and a space).
+func attrSizes(n *html.Node) (attrs, escAttrs int) {
 	for _, a := range n.Attr {
 		attrs += len(a.Key) + len(a.Val)
 		escAttrs += len(a.Key) + escapedSize(a.Val) + 4
 	}
-	c.open = append(c.open, tag)
-	var in mdSize
-	children, items, lines := 0, 0, 0
+	return attrs, escAttrs
+}
+
+// mdChildren is what an element's children add up to: the bound on their
+// Markdown, how many there are, how many are list items, and the lines
+// of those items.
+type mdChildren struct {
+	in                  mdSize
+	count, items, lines int
+}
+
+// children checks the children of element n, with n open around them;
+// pre says whether they are inside a pre element.
+func (c *mdCheck) children(n *html.Node, pre bool) mdChildren {
+	var k mdChildren
+	c.open = append(c.open, n.Data)
 	for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
-		s, block := c.node(ch, pre || tag == "pre")
-		in = in.then(s, block)
-		children++
+		s, block := c.node(ch, pre)
+		k.in = k.in.then(s, block)
+		k.count++
 		if ch.Type == html.ElementNode && ch.Data == "li" {
-			items++
-			lines += s.nl + 1
+			k.items++
+			k.lines += s.nl + 1
 		}
 	}
 	c.open = c.open[:len(c.open)-1]
+	return k
+}
+
+// elementMarkdown bounds the Markdown of element n from that of its
+// children and the length of its attributes, and returns it with what
+// producing it allocates beyond building, wrapping and copying it.
+func elementMarkdown(n *html.Node, kids mdChildren, attrs int) (mdSize, int) {
+	in := kids.in
 	out := in
-	extra := 0 // allocations beyond building, wrapping and copying
-	switch tag {
+	extra := 0
+	switch n.Data {
 	case "br":
 		out = mdSize{out: 1, nl: 1}
 	case "hr":
@@ -136,25 +181,15 @@ func (c *mdCheck) node(n *html.Node, pre bool) (mdSize, bool) {
 	case "ol", "ul":
 		// A marker on every item, as wide as its indent on every further
 		// line, and a line break between items; split and joined again.
-		out.out += listIndent(n, children)*lines + items
-		out.nl += items
-		extra = 2*out.out + 32*lines
+		out.out += listIndent(n, kids.count)*kids.lines + kids.items
+		out.nl += kids.items
+		extra = 2*out.out + 32*kids.lines
 	default:
 		// Emphasis, links, spoilers, maths, headings: wrapping marks and
 		// attribute values.
 		out.out += attrs + 8
 	}
-	// Each level builds its string (growing a buffer), wraps it and
-	// copies it into its parent's, and keeps a tagged string per child;
-	// the converter's parser reads the tag and its attributes as rendered
-	// (escaped) into a growing buffer, decodes them and keeps the node.
-	c.work += 3*out.out + extra + 64*children + 4*escAttrs + 2*attrs + 512
-	// Its stack of enclosing tag names is shared, and copied to twice the
-	// size when full: at 4, 8, 16, ... names.
-	if d := len(c.open); d >= 4 && d&(d-1) == 0 {
-		c.work += 48 * d
-	}
-	return out, isMarkdownBlock(tag)
+	return out, extra
 }
 
 // reparses reports whether parsing n's rendering inside its ancestors

@@ -173,99 +173,144 @@ func prepareHTML(src string) (string, int, bool) {
 	if len(src) > maxHTMLBytes {
 		return "", 0, false
 	}
+	p := &htmlPrep{z: html.NewTokenizer(strings.NewReader(src))}
 	// The message is written twice, with formatting elements as they are
 	// and as plain elements; the bounds decide which one is parsed.
-	var out twin
-	out.Grow(len(src) + len(src)/4)
-	var bound reopenBound
-	z := html.NewTokenizer(strings.NewReader(src))
-	tokens, walks := 0, 0
-	raw := ""       // the raw text element whose content comes next
-	joined := false // whether text written now could join the last text
+	p.out.Grow(len(src) + len(src)/4)
+	if !p.readTokens() {
+		return "", 0, false
+	}
+	body, sentinels := p.wrap()
+	return body, sentinels, true
+}
+
+// htmlPrep is prepareHTML's state while it reads a message token by
+// token.
+type htmlPrep struct {
+	z      *html.Tokenizer
+	out    twin
+	bound  reopenBound
+	tokens int    // tokens read
+	walks  int    // tags that make the parser walk its stack
+	raw    string // the raw text element whose content comes next
+	joined bool   // whether text written now could join the last text
+}
+
+// readTokens writes out every token of the message, and reports false if
+// the tokenizer failed or the message exceeds a bound.
+func (p *htmlPrep) readTokens() bool {
 	for {
-		tt := z.Next()
+		tt := p.z.Next()
 		if tt == html.ErrorToken {
-			if !errors.Is(z.Err(), io.EOF) {
-				return "", 0, false
-			}
-			break
+			return errors.Is(p.z.Err(), io.EOF)
 		}
-		if tokens++; tokens > maxHTMLTokens {
-			return "", 0, false
+		if p.tokens++; p.tokens > maxHTMLTokens {
+			return false
 		}
 		switch tt {
 		case html.TextToken:
-			text := z.Text()
-			if joined {
-				separate(&out, text)
-			}
-			switch raw {
-			case "", "textarea", "title":
-				out.escapeText(text, true)
-			default: // taken literally, but must not start a tag
-				out.escapeText(text, false)
-			}
-			joined = true
+			p.text()
 		case html.StartTagToken, html.SelfClosingTagToken, html.EndTagToken:
-			name, hasAttr := z.TagName()
-			raw = ""
-			if tt != html.EndTagToken && isRawText(string(name)) {
-				raw = string(name)
+			if !p.tag(tt) {
+				return false
 			}
-			s := parseName(name)
-			if s == "" {
-				continue
-			}
-			if walksStack(s, tt == html.EndTagToken) {
-				if walks++; walks > maxStackWalks {
-					return "", 0, false
-				}
-			}
-			formatting := isFormatting(s)
-			if tt == html.EndTagToken {
-				bound.end(formatting)
-				out.tag("</", s, formatting)
-				out.writeByte('>')
-				continue
-			}
-			joined = joined && mayIgnore(s)
-			out.tag("<", s, formatting)
-			var key maphash.Hash
-			if formatting {
-				key.SetSeed(variantSeed)
-				key.WriteString(s)
-			}
-			for hasAttr {
-				var k, v []byte
-				k, v, hasAttr = z.TagAttr()
-				if keptAttr(string(k)) {
-					out.WriteString(" " + string(k) + `="`)
-					out.escapeAttr(v)
-					out.writeByte('"')
-					if formatting {
-						key.WriteByte(0)
-						key.Write(k)
-						key.WriteString("=" + strconv.Itoa(len(v)) + ":")
-						key.Write(v)
-					}
-				}
-			}
-			if tt == html.SelfClosingTagToken {
-				out.WriteString("/>")
-			} else {
-				out.writeByte('>')
-			}
-			bound.start(s, formatting, key.Sum64())
 			continue
 		}
-		raw = ""
+		p.raw = ""
 	}
-	plain := bound.reopen > maxReopenedElements
-	body := out.real.String()
-	depth := bound.depth()
+}
+
+// text writes out a text token, escaped as its element's content needs,
+// kept apart from the text before it if the parser could join them.
+func (p *htmlPrep) text() {
+	text := p.z.Text()
+	if p.joined {
+		separate(&p.out, text)
+	}
+	switch p.raw {
+	case "", "textarea", "title":
+		p.out.escapeText(text, true)
+	default: // taken literally, but must not start a tag
+		p.out.escapeText(text, false)
+	}
+	p.joined = true
+}
+
+// tag writes out a start, self-closing or end tag of type tt, or drops
+// it, and reports false if the message walks the parser's stack too
+// often.
+func (p *htmlPrep) tag(tt html.TokenType) bool {
+	name, hasAttr := p.z.TagName()
+	p.raw = ""
+	if tt != html.EndTagToken && isRawText(string(name)) {
+		p.raw = string(name)
+	}
+	s := parseName(name)
+	if s == "" {
+		return true
+	}
+	if walksStack(s, tt == html.EndTagToken) {
+		if p.walks++; p.walks > maxStackWalks {
+			return false
+		}
+	}
+	formatting := isFormatting(s)
+	if tt == html.EndTagToken {
+		p.bound.end(formatting)
+		p.out.tag("</", s, formatting)
+		p.out.writeByte('>')
+		return true
+	}
+	p.joined = p.joined && mayIgnore(s)
+	p.out.tag("<", s, formatting)
+	key := p.attrs(s, formatting, hasAttr)
+	if tt == html.SelfClosingTagToken {
+		p.out.WriteString("/>")
+	} else {
+		p.out.writeByte('>')
+	}
+	p.bound.start(s, formatting, key)
+	return true
+}
+
+// attrs writes out the kept attributes of the current tag, named s, if
+// hasAttr says it has any, and returns the key that tells formatting
+// elements apart by name and attributes.
+func (p *htmlPrep) attrs(s string, formatting, hasAttr bool) uint64 {
+	var key maphash.Hash
+	if formatting {
+		key.SetSeed(variantSeed)
+		key.WriteString(s)
+	}
+	for hasAttr {
+		var k, v []byte
+		k, v, hasAttr = p.z.TagAttr()
+		if !keptAttr(string(k)) {
+			continue
+		}
+		p.out.WriteString(" " + string(k) + `="`)
+		p.out.escapeAttr(v)
+		p.out.writeByte('"')
+		if formatting {
+			key.WriteByte(0)
+			key.Write(k)
+			key.WriteString("=" + strconv.Itoa(len(v)) + ":")
+			key.Write(v)
+		}
+	}
+	return key.Sum64()
+}
+
+// wrap picks the written message the bounds allow, with formatting
+// elements as they are or as plain elements, and puts the doctype and
+// the sentinels before it. It returns the result and the sentinel count.
+func (p *htmlPrep) wrap() (string, int) {
+	plain := p.bound.reopen > maxReopenedElements
+	body := p.out.real.String()
+	depth := p.bound.depth()
 	if plain {
-		body = out.plain.String()
-		depth -= bound.reopen // no element is reopened
+		body = p.out.plain.String()
+		depth -= p.bound.reopen // no element is reopened
 	}
 	sentinels := 1 // so the message starts in the body
 	if depth > maxHTMLDepth {
@@ -278,7 +323,7 @@ func prepareHTML(src string) (string, int, bool) {
 		b.WriteString("<" + sentinelTag + ">")
 	}
 	b.WriteString(body)
-	return b.String(), sentinels, true
+	return b.String(), sentinels
 }
 
 // variantSeed seeds the hashes that tell formatting elements apart.

@@ -58,12 +58,9 @@ type Config struct {
 	UserAgent string
 }
 
-// Result is one accepted search hit.
-type Result struct {
-	Title   string
-	URL     string
-	Snippet string
-}
+// Result is one accepted search hit. It is messages.SearchHit, so the
+// research tools can take results without importing this adapter.
+type Result = messages.SearchHit
 
 // Client searches one SearXNG endpoint. It is safe for concurrent use.
 type Client struct {

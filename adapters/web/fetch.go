@@ -90,19 +90,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Page is one successfully downloaded document.
-type Page struct {
-	// FinalURL is the URL after redirects, without fragment.
-	FinalURL string
-	// ContentType is the lower-case media type, with its charset
-	// parameter when the server sent one.
-	ContentType string
-	// Title is the cleaned, bounded text of the first <title> of an HTML
-	// page; empty for plain text or when there is none.
-	Title string
-	// Body holds at most MaxDownloadBytes bytes, undecoded.
-	Body []byte
-}
+// Page is one successfully downloaded document; its Body holds at most
+// MaxDownloadBytes bytes, undecoded. It is messages.WebPage, so the
+// research tools can take pages without importing this adapter.
+type Page = messages.WebPage
 
 // Fetcher downloads web pages within the bounds of its Config. It is safe
 // for concurrent use.

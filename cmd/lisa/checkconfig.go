@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
-	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/daemon"
 )
 
 // checkConfig implements "lisa check-config --config FILE": it loads,
@@ -22,7 +21,7 @@ func checkConfig(ctx context.Context, c *cli, args []string) int {
 	}
 	path := &r.Path
 	cfg := r.Config
-	version, err := checkPandoc(ctx, cfg)
+	version, err := daemon.CheckPandoc(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "pandoc: %s\n", err.Error())
 		return exitUsage
@@ -53,14 +52,6 @@ func printConfigError(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintln(w, err.Error())
-}
-
-// checkPandoc verifies that the pandoc executable is present and new enough
-// for --sandbox; html_to_markdown depends on it.
-func checkPandoc(ctx context.Context, cfg config.Config) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout()}).Check(ctx)
 }
 
 // loadedConfig is a resolved configuration and the file it came from.

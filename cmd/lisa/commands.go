@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/daemon"
 )
 
 // Exit codes shared by every command.
@@ -24,6 +25,9 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv config.LookupEnv
+	// arm arms test hooks in the daemon (failpoints); nil in the
+	// production binary.
+	arm daemon.ArmFunc
 }
 
 // command is one entry of the dispatch table.
@@ -62,25 +66,23 @@ func commands() []command {
 			run:     healthCmd,
 		},
 		{
-			name:    "chaos",
-			usage:   "[--seed S] [--duration D] [--rooms N] [--actor-rate P] [--net-rate P] [--dir DIR] [--json FILE]",
-			summary: "fault campaign against a local Dendrite: kills, actor and network faults; prints a report",
-			run:     chaosCmd,
-		},
-		{
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
 			run:     demo,
 		},
-		{name: "bench", usage: "[flags]", summary: "measure Lisa against the physical floor (docs/performance.md)", run: benchCmd},
 	}
 }
 
 // run is the whole program minus process setup: it dispatches args (without
 // the program name) to a command and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv config.LookupEnv) int {
-	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	return runWith(ctx, &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}, args)
+}
+
+// runWith is run with a prepared cli (tests arm failpoints through it).
+func runWith(ctx context.Context, c *cli, args []string) int {
+	stdout, stderr := c.stdout, c.stderr
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "lisa: missing command")
 		printUsage(stderr)

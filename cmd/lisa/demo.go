@@ -13,14 +13,12 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
-	"github.com/lisabot/lisa/adapters/metrics"
-	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/config"
-	"github.com/lisabot/lisa/testkit/dendrite"
-	"github.com/lisabot/lisa/testkit/llmfake"
+	"github.com/lisabot/lisa/daemon"
+	"github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/devkit/llmscript"
 )
 
 // Demo accounts. The human's password is printed so a person can log in
@@ -45,6 +43,14 @@ func demo(ctx context.Context, c *cli, args []string) int {
 	return exitOK
 }
 
+// demoStack is the demo's local homeserver, accounts and room.
+type demoStack struct {
+	hs              *dendrite.Server
+	lisaAcc, humAcc dendrite.Account
+	human           *mautrix.Client
+	room            id.RoomID
+}
+
 func runDemo(ctx context.Context, c *cli, exitAfter bool) error {
 	out := c.stdout
 	work, err := os.MkdirTemp("", "lisa-demo-")
@@ -54,68 +60,141 @@ func runDemo(ctx context.Context, c *cli, exitAfter bool) error {
 	defer os.RemoveAll(work)
 
 	fmt.Fprintln(out, "[demo] preparing the local homeserver (the first run builds Dendrite; this takes a few minutes)")
-	hs, err := dendrite.Launch(ctx, dendrite.Options{DataDir: filepath.Join(work, "dendrite")})
+	st, err := startDemoStack(ctx, work)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		_ = hs.Stop(stopCtx)
+		_ = st.hs.Stop(stopCtx)
 	}()
-	lisaAcc, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", demoLisaDevice)
+	res, llmURL, stopLLM, err := demoConfig(c, work, st)
 	if err != nil {
 		return err
 	}
-	humanAcc, err := hs.RegisterUser(ctx, "human", demoHumanPassword, "HUMANDEMO")
+	defer stopLLM()
+	log := logging.New(c.stderr, res.Config.Runtime.SlogLevel(), append(res.Secrets(), st.humAcc.AccessToken))
+	session, err := matrix.Connect(ctx, res.Config.Matrix.HomeserverURL, res.Config.Matrix.UserID, res.Config.Matrix.DeviceID, res.MatrixAccessToken.Reveal(), daemon.MatrixHTTPClient(res.Config.Runtime))
 	if err != nil {
 		return err
 	}
-	human, err := mautrix.NewClient(hs.URL(), id.UserID(humanAcc.UserID), humanAcc.AccessToken)
+	d, err := daemon.Start(res, log, daemon.Deps{Session: session, Invoker: daemon.ProductionInvoker(res, log)(session)})
 	if err != nil {
 		return err
 	}
-	lisaCli, err := mautrix.NewClient(hs.URL(), id.UserID(lisaAcc.UserID), lisaAcc.AccessToken)
-	if err != nil {
-		return err
-	}
-	created, err := human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "Lisa demo", Invite: []id.UserID{id.UserID(lisaAcc.UserID)}})
-	if err != nil {
-		return fmt.Errorf("create room: %w", matrix.Classify(err))
-	}
-	roomID := string(created.RoomID)
-	if _, err := lisaCli.JoinRoomByID(ctx, created.RoomID); err != nil {
-		return fmt.Errorf("lisa joins: %w", matrix.Classify(err))
-	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), res.Config.Runtime.ShutdownGrace())
+		defer cancel()
+		_ = d.Stop(stopCtx)
+	}()
 
-	// The LLM: a real endpoint if the operator named one, else the
-	// scripted fake speaking the same wire format.
-	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": lisaAcc.AccessToken}
+	fmt.Fprintf(out, "[demo] homeserver %s, room %s, Lisa is %s, LLM %s\n", st.hs.URL(), st.room, st.lisaAcc.UserID, llmURL)
+	if err := d.AwaitBaseline(ctx, time.Minute); err != nil {
+		return err
+	}
+	if err := playConversation(ctx, st, session); err != nil {
+		return err
+	}
+	if err := printTranscript(ctx, out, st.human, st.room); err != nil {
+		return err
+	}
+	if exitAfter {
+		return nil
+	}
+	fmt.Fprintf(out, "\n[demo] running. Join with any Matrix client:\n  homeserver: %s\n  user:       %s\n  password:   %s\n  room:       %s\nPress Ctrl-C to stop.\n",
+		st.hs.URL(), st.humAcc.UserID, demoHumanPassword, st.room)
+	<-ctx.Done()
+	fmt.Fprintln(out, "[demo] stopping")
+	return nil
+}
+
+// startDemoStack launches Dendrite, registers Lisa and a human, and has
+// the human create a room Lisa joins. The caller stops st.hs.
+func startDemoStack(ctx context.Context, work string) (_ *demoStack, err error) {
+	hs, err := dendrite.Launch(ctx, dendrite.Options{DataDir: filepath.Join(work, "dendrite")})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = hs.Stop(stopCtx)
+		}
+	}()
+	st := &demoStack{hs: hs}
+	if st.lisaAcc, err = hs.RegisterUser(ctx, "lisa", "lisa-password-1", demoLisaDevice); err != nil {
+		return nil, err
+	}
+	if st.humAcc, err = hs.RegisterUser(ctx, "human", demoHumanPassword, "HUMANDEMO"); err != nil {
+		return nil, err
+	}
+	if st.human, err = mautrix.NewClient(hs.URL(), id.UserID(st.humAcc.UserID), st.humAcc.AccessToken); err != nil {
+		return nil, err
+	}
+	lisaCli, err := mautrix.NewClient(hs.URL(), id.UserID(st.lisaAcc.UserID), st.lisaAcc.AccessToken)
+	if err != nil {
+		return nil, err
+	}
+	created, err := st.human.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Name: "Lisa demo", Invite: []id.UserID{id.UserID(st.lisaAcc.UserID)}})
+	if err != nil {
+		return nil, fmt.Errorf("create room: %w", matrix.Classify(err))
+	}
+	st.room = created.RoomID
+	if _, err := lisaCli.JoinRoomByID(ctx, created.RoomID); err != nil {
+		return nil, fmt.Errorf("lisa joins: %w", matrix.Classify(err))
+	}
+	return st, nil
+}
+
+// demoConfig writes the persona and configuration files into work and
+// loads them. The LLM is a real endpoint if the operator named one
+// (LISA_DEMO_LLM_*), else the scripted model speaking the same wire
+// format; stop ends the latter.
+func demoConfig(c *cli, work string, st *demoStack) (res config.Resolved, llmURL string, stop func(), err error) {
+	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": st.lisaAcc.AccessToken}
 	getenv := func(k string) string { v, _ := c.getenv(k); return v }
 	llmURL, model := getenv("LISA_DEMO_LLM_URL"), getenv("LISA_DEMO_LLM_MODEL")
-	keyLine := `api_key = ""`
+	keyLine, stop := `api_key = ""`, func() {}
 	if llmURL == "" {
-		fake := llmfake.New(llmfake.WithModels("lisa-demo-model"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
-			return llmfake.Answer(fmt.Sprintf("Hello! You asked: *%s*\n\nI am running on a **scripted** model, so this is all I can say.", invocationText(r.LastUser())))
+		fake := llmscript.New(llmscript.WithModels("lisa-demo-model"), llmscript.WithDefault(llmscript.Func(func(r llmscript.Request) llmscript.Step {
+			return llmscript.Answer(fmt.Sprintf("Hello! You asked: *%s*\n\nI am running on a **scripted** model, so this is all I can say.", invocationText(r.LastUser())))
 		})))
 		if err := fake.Listen(); err != nil {
-			return err
+			return res, "", nil, err
 		}
-		defer fake.Close()
-		llmURL, model = fake.URL(), "lisa-demo-model"
+		llmURL, model, stop = fake.URL(), "lisa-demo-model", func() { fake.Close() }
 	} else if key := getenv("LISA_DEMO_LLM_KEY"); key != "" {
 		env["LISA_DEMO_LLM_KEY"] = key
 		keyLine = `api_key = "env:LISA_DEMO_LLM_KEY"`
 	}
 	if model == "" {
-		return fmt.Errorf("LISA_DEMO_LLM_URL is set but LISA_DEMO_LLM_MODEL is not")
+		return res, "", stop, fmt.Errorf("LISA_DEMO_LLM_URL is set but LISA_DEMO_LLM_MODEL is not")
 	}
-
 	persona := "You are Lisa, a warm and concise helper in a small private room. You answer in short paragraphs."
 	if err := os.WriteFile(filepath.Join(work, "persona.md"), []byte(persona+"\n"), 0o600); err != nil {
-		return err
+		return res, "", stop, err
 	}
-	cfgText := fmt.Sprintf(`[matrix]
+	cfgPath := filepath.Join(work, "lisa.toml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(demoConfigTemplate, st.hs.URL(), st.lisaAcc.UserID, st.lisaAcc.DeviceID, st.room, llmURL, keyLine, model)), 0o600); err != nil {
+		return res, "", stop, err
+	}
+	res, err = config.LoadAndResolve(cfgPath, func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		return c.getenv(k)
+	})
+	if err != nil {
+		return res, "", stop, fmt.Errorf("demo configuration: %w", err)
+	}
+	return res, llmURL, stop, nil
+}
+
+// demoConfigTemplate is the demo's configuration file: homeserver, user,
+// device, room, LLM URL, API key line and model.
+const demoConfigTemplate = `[matrix]
 homeserver_url = %q
 user_id = %q
 device_id = %q
@@ -136,52 +215,17 @@ overload_error = "That is more than I can untangle at once. Try a narrower quest
 [runtime]
 data_dir = "data"
 log_level = "warn"
-`, hs.URL(), lisaAcc.UserID, lisaAcc.DeviceID, roomID, llmURL, keyLine, model)
-	cfgPath := filepath.Join(work, "lisa.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		return err
-	}
-	res, err := config.LoadAndResolve(cfgPath, func(k string) (string, bool) {
-		if v, ok := env[k]; ok {
-			return v, true
-		}
-		return c.getenv(k)
-	})
-	if err != nil {
-		return fmt.Errorf("demo configuration: %w", err)
-	}
-	level := res.Config.Runtime.SlogLevel()
-	log := logging.New(c.stderr, level, append(res.Secrets(), humanAcc.AccessToken))
+`
 
-	session, err := matrix.Connect(ctx, res.Config.Matrix.HomeserverURL, res.Config.Matrix.UserID, res.Config.Matrix.DeviceID, res.MatrixAccessToken.Reveal(), matrixHTTPClient(res.Config.Runtime))
-	if err != nil {
-		return err
-	}
-	d, err := startDaemon(res, log, daemonDeps{
-		session: session,
-		invoker: func(pool research.Runner, met *metrics.Metrics) invocation.Invoker {
-			return newAnswerer(res, session, log, pool, met)
-		},
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), res.Config.Runtime.ShutdownGrace())
-		defer cancel()
-		_ = d.stop(stopCtx)
-	}()
-
-	fmt.Fprintf(out, "[demo] homeserver %s, room %s, Lisa is %s, LLM %s\n", hs.URL(), roomID, lisaAcc.UserID, llmURL)
-	if err := awaitBaseline(ctx, d); err != nil {
-		return err
-	}
+// playConversation has the human greet the room, mention Lisa and reply
+// to her answer, waiting for each of her replies.
+func playConversation(ctx context.Context, st *demoStack, session *matrix.Client) error {
 	say := func(body string, extra func(*event.MessageEventContent)) (string, error) {
 		content := &event.MessageEventContent{MsgType: event.MsgText, Body: body}
 		if extra != nil {
 			extra(content)
 		}
-		resp, err := human.SendMessageEvent(ctx, created.RoomID, event.EventMessage, content)
+		resp, err := st.human.SendMessageEvent(ctx, st.room, event.EventMessage, content)
 		if err != nil {
 			return "", matrix.Classify(err)
 		}
@@ -192,56 +236,21 @@ log_level = "warn"
 		if err != nil {
 			return "", err
 		}
-		return awaitReply(ctx, session, roomID, ev)
+		return awaitReply(ctx, session, string(st.room), ev)
 	}
 	if _, err := say("Good morning, everyone!", nil); err != nil {
 		return err
 	}
 	first, err := ask("Lisa, what can you do?", func(m *event.MessageEventContent) {
-		m.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(lisaAcc.UserID)}}
+		m.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(st.lisaAcc.UserID)}}
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := ask("And who wrote your persona?", func(m *event.MessageEventContent) {
+	_, err = ask("And who wrote your persona?", func(m *event.MessageEventContent) {
 		m.RelatesTo = &event.RelatesTo{InReplyTo: &event.InReplyTo{EventID: id.EventID(first)}}
-	}); err != nil {
-		return err
-	}
-	if err := printTranscript(ctx, out, human, created.RoomID); err != nil {
-		return err
-	}
-	if exitAfter {
-		return nil
-	}
-	fmt.Fprintf(out, "\n[demo] running. Join with any Matrix client:\n  homeserver: %s\n  user:       %s\n  password:   %s\n  room:       %s\nPress Ctrl-C to stop.\n",
-		hs.URL(), humanAcc.UserID, demoHumanPassword, roomID)
-	<-ctx.Done()
-	fmt.Fprintln(out, "[demo] stopping")
-	return nil
-}
-
-// awaitBaseline waits (bounded) until Lisa's first sync recorded its
-// baseline: messages before it are history and are never answered.
-func awaitBaseline(ctx context.Context, d *daemon) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		cur, err := d.store.Cursor()
-		if err != nil {
-			return err
-		}
-		if cur.GetBaselineDone() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("Lisa's first sync did not complete within a minute")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	})
+	return err
 }
 
 // awaitReply waits (bounded) until Lisa's reply to event is on the

@@ -6,13 +6,24 @@
 //
 // Commands:
 //
-//	check-config --config FILE   validate a configuration file, its
-//	                             env: secrets and its persona file
+//	run --config FILE            run Lisa until SIGTERM or SIGINT
+//	check-config --config FILE   validate a configuration file, its env:
+//	                             secrets and its persona file
+//	shell (--config FILE | --socket PATH) [--json]
+//	                             debug shell of a running Lisa
+//	health (--config FILE | --socket PATH)
+//	                             exit 0 healthy, 1 degraded, 2 unreachable
+//	demo [--exit-after-transcript]
+//	                             Lisa on this machine: local Dendrite, a
+//	                             room, a scripted (or real) LLM
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage or configuration
 // problem. Run "lisa help" for the current list of commands.
 //
-// main is a thin shell around run, which takes its arguments, standard
-// streams and environment lookup as parameters so tests can drive every
-// command without touching the process state.
+// The command is thin: package daemon wires and runs Lisa. main is a shell
+// around run, which takes its arguments, standard streams and environment
+// lookup as parameters so tests can drive every command without touching
+// the process state. This binary links no test code, fakes or failpoints;
+// the benchmark and the fault campaign are cmd/lisa-bench and
+// cmd/lisa-chaos.
 package main

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -30,7 +30,10 @@ const childEnv = "LISA_E2E_CHILD_ARGS"
 func TestMain(m *testing.M) {
 	if args := os.Getenv(childEnv); args != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, strings.Fields(args), os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+		// A test build of Lisa: its failpoints are armed from the
+		// environment (the production binary has none).
+		c := &cli{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.LookupEnv, arm: chaos.Arm(os.LookupEnv)}
+		code := runWith(ctx, c, strings.Fields(args))
 		stop()
 		os.Exit(code)
 	}
@@ -185,24 +188,7 @@ func (e *e2e) start(env ...string) *lisaProc {
 		e.t.Fatal(err)
 	}
 	p := &lisaProc{cmd: cmd, events: make(chan string, 1000), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs = append(p.logs, line)
-			p.mu.Unlock()
-			var rec struct{ Msg string }
-			if json.Unmarshal([]byte(line), &rec) == nil {
-				select {
-				case p.events <- rec.Msg:
-				default:
-				}
-			}
-		}
-	}()
+	go p.collect(stderr)
 	e.t.Cleanup(func() { p.kill() })
 	e.proc = p
 	return p

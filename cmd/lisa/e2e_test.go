@@ -11,7 +11,8 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/lisabot/lisa/actors/orchestrate"
+	"github.com/lisabot/lisa/actors/invocation"
+	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/testkit/faultproxy"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -66,7 +67,7 @@ func TestInvocationRules(t *testing.T) {
 		t.Fatal("no LLM requests")
 	}
 	system := reqs[0].Messages[0]
-	hostPolicy := orchestrate.SystemPrompt("", nil)[:60]
+	hostPolicy := invocation.SystemPrompt("", nil)[:60]
 	if system.Role != "system" || !strings.HasPrefix(system.Content, hostPolicy) || !strings.Contains(system.Content, "You are Lisa, brief and kind.") {
 		t.Errorf("system prompt does not start with host policy and carry the persona file:\n%.300s", system.Content)
 	}
@@ -118,10 +119,10 @@ func TestKillAtEveryBoundary(t *testing.T) {
 		duringLLM       bool
 		restartDendrite bool
 	}{
-		{name: "after sync commit", failpoint: fpAfterSyncCommit},
+		{name: "after sync commit", failpoint: chaos.FailAfterSyncCommit},
 		{name: "during LLM call", duringLLM: true},
-		{name: "after ReplyReady before send", failpoint: fpBeforeSend},
-		{name: "after homeserver accepted send, Dendrite restarted", failpoint: fpAfterSend, restartDendrite: true},
+		{name: "after ReplyReady before send", failpoint: chaos.FailBeforeSend},
+		{name: "after homeserver accepted send, Dendrite restarted", failpoint: chaos.FailAfterSend, restartDendrite: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,7 +130,7 @@ func TestKillAtEveryBoundary(t *testing.T) {
 			room := e.allowed[0]
 			var env []string
 			if c.failpoint != "" {
-				env = append(env, failpointEnv+"="+c.failpoint)
+				env = append(env, chaos.FailpointEnv+"="+c.failpoint)
 			}
 			gate := llmfake.NewGate()
 			defer gate.Release()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lisabot/lisa/adapters/admin"
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/daemon"
 )
 
 const shellHelp = `commands:
@@ -115,14 +116,14 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 	defer tw.Flush()
 	switch cmd {
 	case "actors":
-		var rows []actorRow
+		var rows []daemon.ActorRow
 		_ = json.Unmarshal(data, &rows)
 		fmt.Fprintln(tw, "ACTOR\tMAILBOX\tPOSTED\tRECEIVED\tRESTARTS\tFAILURES\tAGE")
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.ID, r.Mailbox, r.Posted, r.Received, r.Restarts, r.Failures, time.Duration(r.AgeSeconds)*time.Second)
 		}
 	case "rooms":
-		var rows []roomRow
+		var rows []daemon.RoomRow
 		_ = json.Unmarshal(data, &rows)
 		fmt.Fprintln(tw, "ROOM\tRUNNING\tSTATE\tQUEUE\tACTIVE\tANSWERED\tLAST REPLY")
 		for _, r := range rows {
@@ -133,7 +134,7 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%s\t%d\t%s\n", r.Room, r.Running, r.State, r.Queue, orDash(r.Active), r.Answered, last)
 		}
 	case "invocations":
-		var rows []invocationRow
+		var rows []daemon.InvocationRow
 		_ = json.Unmarshal(data, &rows)
 		fmt.Fprintln(tw, "ROOM\tEVENT\tSTATE\tATTEMPTS\tAGE\tLAST ERROR")
 		for _, r := range rows {
@@ -170,7 +171,7 @@ func healthCmd(_ context.Context, c *cli, args []string) int {
 		return code
 	}
 	unreachable := func(err error) int {
-		b, _ := json.Marshal(healthReport{Status: "unreachable", Reasons: []string{err.Error()}})
+		b, _ := json.Marshal(daemon.HealthReport{Status: "unreachable", Reasons: []string{err.Error()}})
 		fmt.Fprintln(c.stdout, string(b))
 		return 2
 	}
@@ -187,7 +188,7 @@ func healthCmd(_ context.Context, c *cli, args []string) int {
 	if err != nil {
 		return unreachable(err)
 	}
-	var r healthReport
+	var r daemon.HealthReport
 	if err := json.Unmarshal(data, &r); err != nil {
 		return unreachable(err)
 	}

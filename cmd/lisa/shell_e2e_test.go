@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/testkit/faultproxy"
 )
 
@@ -31,7 +32,7 @@ func (e *e2e) shell(input string, extra ...string) string {
 // forced crash of one room raises that room's restart count only.
 func TestShellShowsActorsAndRestarts(t *testing.T) {
 	e := newE2E(t, 2)
-	p := e.start(failpointEnv + "=" + fpAdminCrash)
+	p := e.start(chaos.FailpointEnv + "=" + chaos.FailAdminCrash)
 	e.awaitLog(p, "sync baseline recorded")
 	ev := e.mention(e.allowed[0], "hello shell")
 	e.awaitReply(e.allowed[0], ev)

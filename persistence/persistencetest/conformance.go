@@ -53,63 +53,12 @@ func Run(t *testing.T, f Factory) {
 			c.fn(t, s)
 		})
 	}
-	t.Run("ClosedStoreFails", func(t *testing.T) {
-		s := f.Open(t)
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatalf("second Close: %v", err)
-		}
-		if err := s.AppendEvent("a", 0, ev("x")); !errors.Is(err, persistence.ErrClosed) {
-			t.Fatalf("AppendEvent after Close: %v, want ErrClosed", err)
-		}
-		if _, err := s.Cursor(); !errors.Is(err, persistence.ErrClosed) {
-			t.Fatalf("Cursor after Close: %v, want ErrClosed", err)
-		}
-	})
+	t.Run("ClosedStoreFails", func(t *testing.T) { closedStoreFails(t, f) })
 	if f.Reopen == nil {
 		t.Log("store has no durability; reopen cases not applicable")
 		return
 	}
-	t.Run("SurvivesReopen", func(t *testing.T) {
-		s := f.Open(t)
-		mustAppend(t, s, "rooms/!a:hs", 0, 1, 2)
-		if err := s.SaveSnapshot("rooms/!a:hs", 2, &roompb.RoomSnapshot{NextEventIndex: 2, Answered: 7}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s9", BaselineDone: true}, []*roompb.Candidate{cand("!a:hs", "$1")}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.RecordBotEvent("!a:hs", "$bot", "$1"); err != nil {
-			t.Fatal(err)
-		}
-		s = f.Reopen(t, s)
-		t.Cleanup(func() { _ = s.Close() })
-		if got := readAll(t, s, "rooms/!a:hs", 0); !slices.Equal(got, []string{"e0", "e1", "e2"}) {
-			t.Fatalf("events after reopen = %v", got)
-		}
-		snap, idx, ok, err := s.LatestSnapshot("rooms/!a:hs")
-		if err != nil || !ok || idx != 2 || snap.(*roompb.RoomSnapshot).GetAnswered() != 7 {
-			t.Fatalf("snapshot after reopen = %v %d %v %v", snap, idx, ok, err)
-		}
-		cur, err := s.Cursor()
-		if err != nil || cur.GetNextBatch() != "s9" || !cur.GetBaselineDone() {
-			t.Fatalf("cursor after reopen = %v %v", cur, err)
-		}
-		inbox, err := s.Inbox("!a:hs")
-		if err != nil || len(inbox) != 1 || inbox[0].GetEventId() != "$1" {
-			t.Fatalf("inbox after reopen = %v %v", inbox, err)
-		}
-		if ok, err := s.IsBotEvent("!a:hs", "$bot"); err != nil || !ok {
-			t.Fatalf("bot event after reopen = %v %v", ok, err)
-		}
-		// The inbox sequence keeps counting after reopen.
-		acc, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s10"}, []*roompb.Candidate{cand("!a:hs", "$2")})
-		if err != nil || len(acc) != 1 || acc[0].GetInboxSeq() <= inbox[0].GetInboxSeq() {
-			t.Fatalf("seq after reopen: %v %v", acc, err)
-		}
-	})
+	t.Run("SurvivesReopen", func(t *testing.T) { survivesReopen(t, f) })
 }
 
 func ev(id string) proto.Message { return &roompb.InvocationDuplicate{EventId: id} }
@@ -496,4 +445,64 @@ func providerPanicsOnGap(t *testing.T, s persistence.Store) {
 	}()
 	p.GetEvents("r", 0, 0, func(any) {})
 	t.Fatal("GetEvents over a gap returned normally")
+}
+
+// closedStoreFails: Close is idempotent, and a closed store refuses work
+// with ErrClosed.
+func closedStoreFails(t *testing.T, f Factory) {
+	s := f.Open(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := s.AppendEvent("a", 0, ev("x")); !errors.Is(err, persistence.ErrClosed) {
+		t.Fatalf("AppendEvent after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.Cursor(); !errors.Is(err, persistence.ErrClosed) {
+		t.Fatalf("Cursor after Close: %v, want ErrClosed", err)
+	}
+}
+
+// survivesReopen: events, snapshots, the cursor, the inbox and bot events
+// survive closing and reopening the store, and the inbox sequence keeps
+// counting.
+func survivesReopen(t *testing.T, f Factory) {
+	s := f.Open(t)
+	mustAppend(t, s, "rooms/!a:hs", 0, 1, 2)
+	if err := s.SaveSnapshot("rooms/!a:hs", 2, &roompb.RoomSnapshot{NextEventIndex: 2, Answered: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s9", BaselineDone: true}, []*roompb.Candidate{cand("!a:hs", "$1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordBotEvent("!a:hs", "$bot", "$1"); err != nil {
+		t.Fatal(err)
+	}
+	s = f.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	if got := readAll(t, s, "rooms/!a:hs", 0); !slices.Equal(got, []string{"e0", "e1", "e2"}) {
+		t.Fatalf("events after reopen = %v", got)
+	}
+	snap, idx, ok, err := s.LatestSnapshot("rooms/!a:hs")
+	if err != nil || !ok || idx != 2 || snap.(*roompb.RoomSnapshot).GetAnswered() != 7 {
+		t.Fatalf("snapshot after reopen = %v %d %v %v", snap, idx, ok, err)
+	}
+	cur, err := s.Cursor()
+	if err != nil || cur.GetNextBatch() != "s9" || !cur.GetBaselineDone() {
+		t.Fatalf("cursor after reopen = %v %v", cur, err)
+	}
+	inbox, err := s.Inbox("!a:hs")
+	if err != nil || len(inbox) != 1 || inbox[0].GetEventId() != "$1" {
+		t.Fatalf("inbox after reopen = %v %v", inbox, err)
+	}
+	if ok, err := s.IsBotEvent("!a:hs", "$bot"); err != nil || !ok {
+		t.Fatalf("bot event after reopen = %v %v", ok, err)
+	}
+	// The inbox sequence keeps counting after reopen.
+	acc, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s10"}, []*roompb.Candidate{cand("!a:hs", "$2")})
+	if err != nil || len(acc) != 1 || acc[0].GetInboxSeq() <= inbox[0].GetInboxSeq() {
+		t.Fatalf("seq after reopen: %v %v", acc, err)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	devdendrite "github.com/lisabot/lisa/devkit/dendrite"
 )
 
 // stopTimeout bounds Stop in the cleanup registered by Start.
@@ -21,7 +23,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	s, err := Launch(t.Context(), opts)
+	s, err := devdendrite.Launch(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

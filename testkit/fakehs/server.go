@@ -414,33 +414,13 @@ func parseToken(tok string) (int64, bool) {
 
 func token(pos int64) string { return "s" + strconv.FormatInt(pos, 10) }
 
+// sync serves GET /sync: an injected failure or skip if one is armed, else
+// the events after since (long-polling for them), per room.
 func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var filter struct {
-		Room struct {
-			Timeline timelineFilter `json:"timeline"`
-		} `json:"room"`
+	tl, since, timeout, ok := parseSyncQuery(w, r)
+	if !ok {
+		return
 	}
-	if f := q.Get("filter"); strings.HasPrefix(f, "{") {
-		if err := json.Unmarshal([]byte(f), &filter); err != nil {
-			writeErr(w, http.StatusBadRequest, "M_INVALID_PARAM", "bad filter")
-			return
-		}
-	}
-	tl := filter.Room.Timeline
-	if tl.Limit <= 0 {
-		tl.Limit = 10
-	}
-	since := int64(-1)
-	if v := q.Get("since"); v != "" {
-		p, ok := parseToken(v)
-		if !ok {
-			writeErr(w, http.StatusBadRequest, "M_UNKNOWN_POS", "unknown since token")
-			return
-		}
-		since = p
-	}
-	timeout, _ := strconv.Atoi(q.Get("timeout"))
 	s.mu.Lock()
 	if s.failSyncs > 0 {
 		s.failSyncs--
@@ -463,47 +443,10 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if since >= 0 && since == int64(len(s.log)) && timeout > 0 {
-		deadline := time.NewTimer(time.Duration(timeout) * time.Millisecond)
-		defer deadline.Stop()
-		s.parked[since]++
-		s.broadcastLocked()
-		for since == int64(len(s.log)) {
-			ch := s.changed
-			s.mu.Unlock()
-			stop := false
-			select {
-			case <-ch:
-			case <-deadline.C:
-				stop = true
-			case <-r.Context().Done():
-				stop = true
-			case <-s.done:
-				stop = true
-			}
-			s.mu.Lock()
-			if stop {
-				break
-			}
-		}
-		if s.parked[since]--; s.parked[since] == 0 {
-			delete(s.parked, since)
-		}
+		s.parkLocked(r, since, timeout)
 	}
 	head := int64(len(s.log))
-	join := map[string]any{}
-	if since < 0 {
-		for id, rm := range s.rooms {
-			join[id] = s.timeline(rm.events, tl)
-		}
-	} else {
-		perRoom := map[string][]*Event{}
-		for _, e := range s.log[since:head] {
-			perRoom[e.Room] = append(perRoom[e.Room], e)
-		}
-		for id, evs := range perRoom {
-			join[id] = s.timeline(evs, tl)
-		}
-	}
+	join := s.joinedLocked(since, head, tl)
 	s.mu.Unlock()
 	if s.opts.OnRequest != nil {
 		for room := range join {
@@ -511,6 +454,90 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"next_batch": token(head), "rooms": map[string]any{"join": join}})
+}
+
+// parseSyncQuery reads a /sync request's timeline filter, since token
+// (-1 for none) and timeout in milliseconds. On a bad request it answers
+// it and reports false.
+func parseSyncQuery(w http.ResponseWriter, r *http.Request) (tl timelineFilter, since int64, timeout int, ok bool) {
+	q := r.URL.Query()
+	var filter struct {
+		Room struct {
+			Timeline timelineFilter `json:"timeline"`
+		} `json:"room"`
+	}
+	if f := q.Get("filter"); strings.HasPrefix(f, "{") {
+		if err := json.Unmarshal([]byte(f), &filter); err != nil {
+			writeErr(w, http.StatusBadRequest, "M_INVALID_PARAM", "bad filter")
+			return tl, 0, 0, false
+		}
+	}
+	tl = filter.Room.Timeline
+	if tl.Limit <= 0 {
+		tl.Limit = 10
+	}
+	since = -1
+	if v := q.Get("since"); v != "" {
+		p, ok := parseToken(v)
+		if !ok {
+			writeErr(w, http.StatusBadRequest, "M_UNKNOWN_POS", "unknown since token")
+			return tl, 0, 0, false
+		}
+		since = p
+	}
+	timeout, _ = strconv.Atoi(q.Get("timeout"))
+	return tl, since, timeout, true
+}
+
+// parkLocked long-polls: it waits, with s.mu held on entry and on return,
+// until the log grows past since, the timeout passes, the request ends or
+// the server closes.
+func (s *Server) parkLocked(r *http.Request, since int64, timeout int) {
+	deadline := time.NewTimer(time.Duration(timeout) * time.Millisecond)
+	defer deadline.Stop()
+	s.parked[since]++
+	s.broadcastLocked()
+	for since == int64(len(s.log)) {
+		ch := s.changed
+		s.mu.Unlock()
+		stop := false
+		select {
+		case <-ch:
+		case <-deadline.C:
+			stop = true
+		case <-r.Context().Done():
+			stop = true
+		case <-s.done:
+			stop = true
+		}
+		s.mu.Lock()
+		if stop {
+			break
+		}
+	}
+	if s.parked[since]--; s.parked[since] == 0 {
+		delete(s.parked, since)
+	}
+}
+
+// joinedLocked returns the rooms.join of a /sync answer from since (-1:
+// an initial sync of every room) to head.
+func (s *Server) joinedLocked(since, head int64, tl timelineFilter) map[string]any {
+	join := map[string]any{}
+	if since < 0 {
+		for id, rm := range s.rooms {
+			join[id] = s.timeline(rm.events, tl)
+		}
+		return join
+	}
+	perRoom := map[string][]*Event{}
+	for _, e := range s.log[since:head] {
+		perRoom[e.Room] = append(perRoom[e.Room], e)
+	}
+	for id, evs := range perRoom {
+		join[id] = s.timeline(evs, tl)
+	}
+	return join
 }
 
 // timeline renders evs (oldest first) as a sync timeline of at most

@@ -1,26 +1,11 @@
-// Package llmfake is a scripted, in-process OpenAI-compatible chat-completions
-// server for tests and the local demo.
+// Package llmfake is the test kit's face of the scripted OpenAI-compatible
+// chat-completions server in devkit/llmscript.
 //
-// A [Server] listens on 127.0.0.1 on a random port and serves
-// POST /v1/chat/completions (non-streaming only) and GET /v1/models. Each
-// chat-completions request consumes the next scripted [Step] from a FIFO
-// queue (see [Server.Enqueue]); when the queue is empty the default step
-// (see [WithDefault]) answers instead.
-//
-// Steps describe what the model "does": final text ([Text], [Answer]), tool
-// calls ([ToolCalls]), OpenAI-style HTTP errors ([Error]), malformed bodies
-// ([Raw], [Truncated], [EmptyChoices]), a dropped connection ([Drop]), a
-// reply computed from the request ([Func]), and hanging calls ([Hang]). Any
-// step can be delayed ([Step.After]) or held until a test releases a [Gate]
-// ([Step.Until]); both stop waiting when the client goes away or the server
-// closes.
-//
-// Every chat-completions request is recorded as a parsed [Request] (without
-// the Authorization header value), and the server tracks how many calls are
-// in flight and the maximum concurrency ever observed, so tests can assert,
-// for example, that two invocations in one room never overlap at the LLM.
-//
-// Tests should prefer [Start], which registers cleanup with testing.TB;
-// non-test code (a demo command) uses [New], [Server.Listen] and
-// [Server.Close].
+// The server itself, its step scripting and its wire format live in
+// [github.com/lisabot/lisa/devkit/llmscript], which `lisa demo` links and
+// which therefore never imports testing. This package re-exports all of it
+// (type aliases and forwarding constructors, so llmfake and llmscript values
+// are interchangeable) and adds what needs a testing.TB: [Start] returns a
+// listening server that is closed when the test ends. Test code keeps
+// importing llmfake; non-test code imports llmscript.
 package llmfake

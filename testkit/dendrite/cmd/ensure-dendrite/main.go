@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/devkit/dendrite"
 )
 
 func main() {

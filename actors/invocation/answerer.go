@@ -1,0 +1,133 @@
+package invocation
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// AnswererConfig is what an [Answerer] is made of: its ports, the persona
+// and the loop's limits.
+type AnswererConfig struct {
+	// Context builds the room context block (required).
+	Context ContextBuilder
+	// LLM answers chat requests (required).
+	LLM LLM
+	// Render makes the reply content (required).
+	Render Renderer
+	// Sessions, when set, gives each invocation its session tools, whose
+	// calls run through Tools.
+	Sessions ToolSessions
+	// Tools runs the session tools' calls (the tool pool); required when
+	// Sessions is set.
+	Tools ToolRunner
+	// Persona is the operator's persona text.
+	Persona string
+	// Limits bounds each run of the LLM loop.
+	Limits Limits
+	// GenericError and OverloadError are the persona's in-character
+	// replies for FallbackGeneric and FallbackOverload.
+	GenericError, OverloadError string
+}
+
+// Answerer produces the reply to one invocation: the room context, the
+// LLM loop with the invocation's own tools, and the rendered reply, with
+// the persona's own words for the fallbacks. It implements [Invoker] and
+// is safe for concurrent use.
+type Answerer struct {
+	cfg AnswererConfig
+}
+
+// NewAnswerer returns an Answerer over cfg's ports.
+func NewAnswerer(cfg AnswererConfig) *Answerer {
+	return &Answerer{cfg: cfg}
+}
+
+// Invoke implements [Invoker]. Failures to build the context, to open a
+// tool session and of the LLM are returned for the invocation layer to
+// retry or report; a run that ends in a fallback, or an answer with
+// nothing renderable, yields the persona's error as the reply.
+func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]byte, error) {
+	block, err := a.cfg.Context.Build(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var tools []Tool
+	if s := a.cfg.Sessions; s != nil && a.cfg.Tools != nil {
+		// A fresh session per invocation: its own artifacts, sources and
+		// known URLs. fetch_web_page fetches only URLs known to it: those
+		// of the invoking message and the room context, then of search
+		// results and fetched pages.
+		id, err := s.Open(c.GetBody(), block)
+		if err != nil {
+			return nil, &messages.Error{Code: messages.CodeInternal, Message: "no tool session available", Err: err}
+		}
+		defer s.Close(id)
+		for _, spec := range s.Specs() {
+			tools = append(tools, sessionTool{spec: spec, run: a.cfg.Tools, session: id})
+		}
+	}
+	ans, err := Run(ctx, a.cfg.LLM, tools, Prompt{Persona: a.cfg.Persona, ContextBlock: block}, a.cfg.Limits)
+	if err != nil {
+		return nil, err // transient failures are retried; the last attempt's failure becomes generic_error
+	}
+	return a.render(c, ans)
+}
+
+// render makes the reply content for ans, replacing fallbacks and
+// unrenderable answers with the persona's texts.
+func (a *Answerer) render(c *roompb.Candidate, ans messages.Answer) ([]byte, error) {
+	markdown := ans.Markdown
+	switch ans.Fallback {
+	case messages.FallbackGeneric:
+		markdown, ans.SourceURLs = a.cfg.GenericError, nil
+	case messages.FallbackOverload:
+		markdown, ans.SourceURLs = a.cfg.OverloadError, nil
+	}
+	sources := make([]messages.Source, 0, len(ans.SourceURLs))
+	for _, u := range ans.SourceURLs {
+		sources = append(sources, messages.Source{URL: u, Title: ans.Titles[u]})
+	}
+	invoking := messages.Invoking{EventID: messages.EventID(c.GetEventId()), Sender: messages.UserID(c.GetSender()), Body: c.GetBody()}
+	content, err := a.cfg.Render.Render(messages.Reply{Markdown: markdown, Sources: sources, InReplyTo: invoking})
+	if err != nil {
+		// Nothing renderable (say, an answer with no visible text):
+		// asking the model again would likely repeat it. Answer with the
+		// persona's error instead.
+		content, err = a.cfg.Render.Render(messages.Reply{Markdown: a.cfg.GenericError, InReplyTo: invoking})
+		if err != nil {
+			return nil, &messages.Error{Code: messages.CodeInternal, Message: "reply could not be rendered", Permanent: true}
+		}
+	}
+	return content, nil
+}
+
+// sessionTool is one tool of an invocation's session: its calls go to
+// the ToolRunner (the tool pool) as typed messages naming the session.
+type sessionTool struct {
+	spec    messages.ToolSpec
+	run     ToolRunner
+	session string
+}
+
+// Spec implements Tool.
+func (t sessionTool) Spec() messages.ToolSpec { return t.spec }
+
+// Call implements Tool: the invocation's context bounds the call, and
+// its deadline travels with it.
+func (t sessionTool) Call(ctx context.Context, args json.RawMessage) messages.ToolResult {
+	call := &messages.ToolCall{Name: t.spec.Name, Args: args, Session: t.session}
+	if d, ok := ctx.Deadline(); ok {
+		call.Deadline = d
+	}
+	res, err := t.run.Call(ctx, call)
+	if err != nil {
+		return *messages.ToolFailure(messages.ToolTimeout, "the tool did not finish in time", false)
+	}
+	if res == nil {
+		return *messages.ToolFailure(messages.ToolFailed, "the tool failed unexpectedly", false)
+	}
+	return *res
+}

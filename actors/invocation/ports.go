@@ -1,0 +1,121 @@
+package invocation
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// The ports of the answer. Each is implemented outside actors/ (by an
+// adapter, wired in cmd/lisa) or by a fake in tests; the data crossing
+// them lives in package messages.
+
+// ContextBuilder builds the bounded, escaped room context around an
+// invocation, labelled as untrusted data.
+type ContextBuilder interface {
+	// Build returns the context block for the invoking event of c.
+	Build(ctx context.Context, c *roompb.Candidate) (string, error)
+}
+
+// LLM sends one chat-completion request. Implementations classify their
+// failures as *messages.Error values and must be safe for concurrent use.
+type LLM interface {
+	// Chat returns the model's reply to req.
+	Chat(ctx context.Context, req messages.ChatRequest) (messages.ChatResponse, error)
+}
+
+// Renderer turns an answer into the exact content of the reply event.
+type Renderer interface {
+	// Render returns the reply content, or an error when nothing
+	// renderable is left (say, an answer with no visible text).
+	Render(r messages.Reply) ([]byte, error)
+}
+
+// ToolSessions keeps the per-invocation state of the tools that need one
+// (research: artifact store, sources, known URLs). Every invocation opens
+// its own session and closes it when done; tool calls name it in
+// [messages.ToolCall.Session]. Implementations must be safe for
+// concurrent use.
+type ToolSessions interface {
+	// Specs lists the session tools, in the order offered to the model.
+	Specs() []messages.ToolSpec
+	// Open starts a session. known are the texts given to the model as
+	// conversation (the invoking message and the room context), never
+	// text the model wrote. It fails when too many sessions are open.
+	Open(known ...string) (string, error)
+	// Close ends the session id and frees its state.
+	Close(id string)
+}
+
+// ToolRunner runs one tool call, typically in the tool pool, and waits
+// for its result. It must not be called from inside an actor's Receive.
+// An error means no result came back (ctx ended, or the pool could not be
+// reached); tool failures are results.
+type ToolRunner interface {
+	// Call runs call and returns its result.
+	Call(ctx context.Context, call *messages.ToolCall) (*messages.ToolResult, error)
+}
+
+// Tool is one host-side capability offered to the model in the LLM loop.
+// Implementations must be safe for concurrent use by several runs.
+type Tool interface {
+	// Spec describes the tool; Run reads it once per run.
+	Spec() messages.ToolSpec
+	// Call runs the tool with a JSON object of arguments that Run has
+	// already checked against the basic shape of Spec().Parameters.
+	// Failures are reported in the result, not by panicking.
+	Call(ctx context.Context, args json.RawMessage) messages.ToolResult
+}
+
+// Limits bounds one run of the LLM loop. A zero or negative field takes
+// its default.
+type Limits struct {
+	// MaxIterations bounds LLM requests, including a repair request.
+	MaxIterations int
+	// MaxToolCalls bounds tool calls, including invalid and failed ones.
+	MaxToolCalls int
+	// MaxRequestCharacters bounds the characters of one request: every
+	// message's content, every tool call's name and arguments, and the
+	// tool specs.
+	MaxRequestCharacters int
+	// MaxResponseCharacters bounds the final answer's markdown.
+	MaxResponseCharacters int
+	// MaxToolOutputCharacters bounds the content of one tool result.
+	MaxToolOutputCharacters int
+}
+
+// Defaults for the fields of [Limits].
+const (
+	DefaultMaxIterations           = 8
+	DefaultMaxToolCalls            = 6
+	DefaultMaxRequestCharacters    = 120000
+	DefaultMaxResponseCharacters   = 12000
+	DefaultMaxToolOutputCharacters = 30000
+)
+
+// withDefaults replaces non-positive fields with their defaults.
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxIterations, DefaultMaxIterations)
+	def(&l.MaxToolCalls, DefaultMaxToolCalls)
+	def(&l.MaxRequestCharacters, DefaultMaxRequestCharacters)
+	def(&l.MaxResponseCharacters, DefaultMaxResponseCharacters)
+	def(&l.MaxToolOutputCharacters, DefaultMaxToolOutputCharacters)
+	return l
+}
+
+// Prompt is the invocation-specific input to a run.
+type Prompt struct {
+	// Persona is the operator's persona text; it is placed after the host
+	// policy and cannot override it.
+	Persona string
+	// ContextBlock is the bounded room context built by the context
+	// builder; it is given to the model as untrusted data.
+	ContextBlock string
+}

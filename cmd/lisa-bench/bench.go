@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"runtime/trace"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// benchOptions are the sizes of one bench run. The defaults are the
+// figures issue #8 asks for; tests use tiny ones.
+type benchOptions struct {
+	invocations         int // latency samples through the fake homeserver
+	warmup              int // unmeasured invocations before them
+	latencyRooms        int // rooms the latency samples rotate through
+	dendrite            bool
+	dendriteInvocations int
+	rooms               int // throughput: rooms
+	perRoom             int // throughput: mentions per room
+	maxConcurrent       int
+	idleRooms           int // scale: idle allowed rooms
+	journalEvents       int // scale: journal events on disk at start
+	fsyncs, rtts        int // floor samples
+	jsonPath            string
+	heapProfile         string // write a heap profile with the idle rooms running
+	cpuProfile          string // profile the throughput phase
+	latencyProfile      string // profile the fake-homeserver latency phase
+	trace               string // execution trace of the fake-homeserver latency phase
+	logOut              io.Writer
+}
+
+// benchReport is the whole result; its JSON form is the machine-readable
+// report.
+type benchReport struct {
+	Machine    machineInfo      `json:"machine"`
+	Floor      floorReport      `json:"floor"`
+	Fake       *latencyReport   `json:"latency_fake_homeserver,omitempty"`
+	Dendrite   *latencyReport   `json:"latency_dendrite,omitempty"`
+	Throughput *throughputStats `json:"throughput,omitempty"`
+	Scale      *scaleReport     `json:"scale,omitempty"`
+	Targets    []targetResult   `json:"targets"`
+}
+
+// machineInfo says where the figures come from.
+type machineInfo struct {
+	CPU       string `json:"cpu"`
+	Cores     int    `json:"cores"`
+	MemoryGiB int    `json:"memory_gib"`
+	OS        string `json:"os"`
+	Go        string `json:"go"`
+	Commit    string `json:"commit"`
+	StartedAt string `json:"started_at"`
+}
+
+// targetResult is one acceptance target of issue #8.
+type targetResult struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	Value  string `json:"value"`
+	Met    bool   `json:"met"`
+}
+
+// Exit codes, as lisa's.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := bench(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// bench measures Lisa against the physical floor of this machine and
+// prints the report (docs/performance.md).
+func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lisa-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := benchOptions{logOut: io.Discard}
+	fs.IntVar(&o.invocations, "invocations", 1000, "latency samples through the in-process fake homeserver")
+	fs.IntVar(&o.warmup, "warmup", 50, "unmeasured invocations before the latency samples")
+	fs.IntVar(&o.latencyRooms, "latency-rooms", 10, "rooms the latency samples rotate through")
+	fs.BoolVar(&o.dendrite, "dendrite", true, "also measure latency through a local Dendrite")
+	fs.IntVar(&o.dendriteInvocations, "dendrite-invocations", 1000, "latency samples through Dendrite")
+	fs.IntVar(&o.rooms, "rooms", 1000, "throughput: rooms receiving mentions at once")
+	fs.IntVar(&o.perRoom, "per-room", 2, "throughput: mentions per room")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", 64, "runtime.max_concurrent_rooms for the throughput phase")
+	fs.IntVar(&o.idleRooms, "idle-rooms", 10_000, "scale: idle allowed rooms")
+	fs.IntVar(&o.journalEvents, "journal-events", 1_000_000, "scale: journal events on disk at start")
+	fs.IntVar(&o.fsyncs, "fsyncs", 500, "floor: fsync samples")
+	fs.IntVar(&o.rtts, "rtts", 2000, "floor: loopback round-trip samples")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the JSON report to this file")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the throughput phase to this file")
+	fs.StringVar(&o.latencyProfile, "latency-cpu-profile", "", "write a CPU profile of the fake-homeserver latency phase to this file")
+	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the fake-homeserver latency phase to this file (go tool trace)")
+	fs.StringVar(&o.heapProfile, "heap-profile", "", "write a heap profile to this file while the idle rooms run")
+	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lisa-bench: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *verbose {
+		o.logOut = stderr
+	}
+	rep, err := runBench(ctx, o, stderr)
+	if rep != nil {
+		printBench(stdout, rep)
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintf(stdout, "\n%s\n", b)
+		if o.jsonPath != "" {
+			if werr := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "lisa-bench:", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// runBench runs every phase in order. It returns what it measured even
+// when a phase fails.
+func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchReport, error) {
+	work, err := os.MkdirTemp("", "lisa-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	rep := &benchReport{Machine: describeMachine()}
+	step := func(format string, a ...any) { fmt.Fprintf(progress, "[bench] "+format+"\n", a...) }
+
+	step("floor: fsync in %s, loopback HTTP round trips", work)
+	probe, err := dataDirProbe(work)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Floor, err = measureFloor(probe, o.fsyncs, o.rtts); err != nil {
+		return rep, fmt.Errorf("floor: %w", err)
+	}
+	if o.invocations > 0 {
+		step("latency through the fake homeserver: %d invocations (+%d warm-up)", o.invocations, o.warmup)
+		stopTrace, err := startTrace(o.trace)
+		if err != nil {
+			return rep, err
+		}
+		stopProfile, err := startCPUProfile(o.latencyProfile)
+		if err != nil {
+			stopTrace()
+			return rep, err
+		}
+		lr, err := benchFakeLatency(ctx, filepath.Join(work, "fake"), o)
+		stopProfile()
+		stopTrace()
+		if err != nil {
+			return rep, fmt.Errorf("fake-homeserver latency: %w", err)
+		}
+		lr.finish(rep.Floor.FloorMs)
+		rep.Fake = lr
+	}
+	if o.rooms > 0 && o.perRoom > 0 {
+		step("throughput: %d rooms × %d mentions through the fake homeserver", o.rooms, o.perRoom)
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return rep, err
+		}
+		tr, err := benchThroughput(ctx, filepath.Join(work, "throughput"), o)
+		stopProfile()
+		if err != nil {
+			return rep, fmt.Errorf("throughput: %w", err)
+		}
+		tr.CeilingPerSecond = rep.Floor.CeilingPerSecond
+		tr.CeilingRatio = tr.PerSecond / rep.Floor.CeilingPerSecond
+		rep.Throughput = tr
+	}
+	if o.idleRooms > 0 {
+		step("scale: RSS with %d idle rooms; ready time with %d journal events", o.idleRooms, o.journalEvents)
+		sr, err := benchScale(ctx, filepath.Join(work, "scale"), o, step)
+		if err != nil {
+			return rep, fmt.Errorf("scale: %w", err)
+		}
+		rep.Scale = sr
+	}
+	if o.dendrite && o.dendriteInvocations > 0 {
+		step("latency through Dendrite: %d invocations (the first run builds Dendrite)", o.dendriteInvocations)
+		lr, err := benchDendriteLatency(ctx, filepath.Join(work, "dendrite"), o)
+		if err != nil {
+			return rep, fmt.Errorf("dendrite latency: %w", err)
+		}
+		lr.finish(rep.Floor.FloorMs)
+		rep.Dendrite = lr
+	}
+	rep.Targets = targets(rep)
+	return rep, nil
+}
+
+// startCPUProfile profiles the process into path until the returned
+// function is called; an empty path profiles nothing.
+func startCPUProfile(path string) (func(), error) {
+	return startRecording(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// startTrace writes a runtime execution trace into path until the
+// returned function is called; an empty path traces nothing.
+func startTrace(path string) (func(), error) {
+	return startRecording(path, trace.Start, trace.Stop)
+}
+
+// startRecording runs start on a new file at path and returns what stops
+// the recording and closes the file; an empty path records nothing.
+func startRecording(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { stop(); _ = f.Close() }, nil
+}
+
+// targets evaluates the acceptance targets of issue #8 on what was
+// measured.
+func targets(r *benchReport) []targetResult {
+	var out []targetResult
+	if r.Fake != nil {
+		out = append(out,
+			targetResult{"latency p50 (fake homeserver)", "≤ 2× floor", fmt.Sprintf("%.2f× (%.2f ms, floor %.2f ms)", r.Fake.P50Ratio, r.Fake.P50Ms, r.Floor.FloorMs), r.Fake.P50Ratio <= 2},
+			targetResult{"latency p99 (fake homeserver)", "≤ 5× floor", fmt.Sprintf("%.2f× (%.2f ms)", r.Fake.P99Ratio, r.Fake.P99Ms), r.Fake.P99Ratio <= 5},
+		)
+	}
+	if t := r.Throughput; t != nil {
+		bar := min(1000, 0.8*t.CeilingPerSecond)
+		out = append(out, targetResult{"throughput", fmt.Sprintf("≥ min(1000/s, 80%% of ceiling %.0f/s) = %.0f/s", t.CeilingPerSecond, bar),
+			fmt.Sprintf("%.0f/s (%.0f%% of ceiling)", t.PerSecond, 100*t.CeilingRatio), t.PerSecond >= bar})
+	}
+	if s := r.Scale; s != nil {
+		out = append(out,
+			targetResult{"RSS per idle room", "≤ 4 KiB", fmt.Sprintf("%.2f KiB at %d rooms", s.RSSPerRoomKiB, s.IdleRooms), s.RSSPerRoomKiB <= 4},
+			targetResult{"ready time", "≤ 1 s", fmt.Sprintf("%.3f s to first answer (%d rooms, %d journal events; all rooms live after %.3f s)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.AllLiveSeconds), s.ReadySeconds <= 1},
+		)
+	}
+	return out
+}
+
+// printBench prints the human-readable table.
+func printBench(w io.Writer, r *benchReport) {
+	m := r.Machine
+	fmt.Fprintf(w, "Lisa bench — %s, %d cores, %d GiB, %s, %s, commit %s\n\n", m.CPU, m.Cores, m.MemoryGiB, m.OS, m.Go, m.Commit)
+	f := r.Floor
+	fmt.Fprintf(w, "%-44s %s\n", "floor", "")
+	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms  (%.0f/s)\n", "fsync (data dir)", f.FsyncP50Ms, f.FsyncP99Ms, f.FsyncPerSecond)
+	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms\n", "loopback HTTP round trip", f.RTTP50Ms, f.RTTP99Ms)
+	fmt.Fprintf(w, "  %-42s %d fsync × %.3f + %d RTT × %.3f = %.3f ms\n", "latency floor", f.DurableWritesOnPath, f.FsyncP50Ms, f.CallsOnPath, f.RTTP50Ms, f.FloorMs)
+	fmt.Fprintf(w, "  %-42s %.0f fsync/s ÷ %d writes = %.0f inv/s\n", "fsync-bound ceiling", f.FsyncPerSecond, f.DurableWritesPerInvocation, f.CeilingPerSecond)
+	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms  (%.1f× fsync)\n", "Badger durable write (Lisa's store)", f.BadgerWriteP50Ms, f.BadgerWriteP99Ms, f.BadgerWriteP50Ms/f.FsyncP50Ms)
+	fmt.Fprintf(w, "  %-42s %d write × %.3f + %d RTT × %.3f = %.3f ms\n", "store floor", f.DurableWritesOnPath, f.BadgerWriteP50Ms, f.CallsOnPath, f.RTTP50Ms, f.StoreFloorMs)
+	for _, l := range []struct {
+		name string
+		r    *latencyReport
+	}{{"bot-added latency, fake homeserver", r.Fake}, {"bot-added latency, Dendrite", r.Dendrite}} {
+		if l.r == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s (n=%d)\n", l.name, l.r.N)
+		fmt.Fprintf(w, "  %-42s %.2f / %.2f / %.2f ms\n", "p50 / p95 / p99", l.r.P50Ms, l.r.P95Ms, l.r.P99Ms)
+		fmt.Fprintf(w, "  %-42s %.2f× / %.2f× / %.2f×\n", "÷ floor", l.r.P50Ratio, l.r.P95Ratio, l.r.P99Ratio)
+		if f.StoreFloorMs > 0 {
+			fmt.Fprintf(w, "  %-42s %.2f× / %.2f× / %.2f×\n", "÷ store floor", l.r.P50Ms/f.StoreFloorMs, l.r.P95Ms/f.StoreFloorMs, l.r.P99Ms/f.StoreFloorMs)
+		}
+		if l.r.LisaP50Ms > 0 {
+			fmt.Fprintf(w, "  %-42s %.2f / %.2f ms = %.2f× / %.2f× floor\n", "p50 / p99 without the fake LLM's handling", l.r.LisaP50Ms, l.r.LisaP99Ms, l.r.LisaP50Ratio, l.r.LisaP99Ratio)
+		}
+		for _, sg := range l.r.Segments {
+			fmt.Fprintf(w, "    %-68s p50 %6.2f  p99 %6.2f ms\n", sg.Name, sg.P50Ms, sg.P99Ms)
+		}
+	}
+	if t := r.Throughput; t != nil {
+		fmt.Fprintf(w, "throughput (%d rooms, %d invocations, max_concurrent_rooms %d)\n", t.Rooms, t.Invocations, t.MaxConcurrent)
+		fmt.Fprintf(w, "  %-42s %.0f inv/s in %.2f s (%.0f%% of ceiling %.0f/s)\n", "invocations per second", t.PerSecond, t.Seconds, 100*t.CeilingRatio, t.CeilingPerSecond)
+	}
+	if s := r.Scale; s != nil {
+		fmt.Fprintf(w, "scale\n")
+		fmt.Fprintf(w, "  %-42s %.2f KiB RSS, %.2f KiB Go heap (%d rooms)\n", "per idle allowed room", s.RSSPerRoomKiB, s.HeapPerRoomKiB, s.IdleRooms)
+		fmt.Fprintf(w, "  %-42s %.3f s (%d rooms, %d journal events; daemon started after %.3f s)\n", "start to first answer (ready)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.StartSeconds)
+		fmt.Fprintf(w, "  %-42s %.3f s (%d events replayed)\n", "start to every room replayed", s.AllLiveSeconds, s.ReplayedEvents)
+		fmt.Fprintf(w, "  %-42s %.3f s (every room read back once)\n", "start to first answer after a crash", s.ReadyAfterCrashSeconds)
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(w, "targets (issue #8)\n")
+		for _, t := range r.Targets {
+			mark := "MET"
+			if !t.Met {
+				mark = "NOT MET"
+			}
+			fmt.Fprintf(w, "  %-7s %-32s %-44s %s\n", mark, t.Name, t.Target, t.Value)
+		}
+	}
+}
+
+// describeMachine collects the machine, Go version and commit.
+func describeMachine() machineInfo {
+	m := machineInfo{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(),
+		Commit: "unknown", CPU: "unknown", StartedAt: time.Now().UTC().Format(time.RFC3339)}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		_ = f.Close()
+	}
+	if kib, err := procField("/proc/meminfo", "MemTotal:"); err == nil {
+		m.MemoryGiB = int((kib + 512*1024) / (1024 * 1024))
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			m.Commit = shortRev(rev, dirty)
+		}
+	}
+	if m.Commit == "unknown" {
+		// `go run` does not stamp the revision; ask git if it is there.
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			dirty := false
+			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+				dirty = len(strings.TrimSpace(string(st))) > 0
+			}
+			m.Commit = shortRev(strings.TrimSpace(string(out)), dirty)
+		}
+	}
+	return m
+}
+
+func shortRev(rev string, dirty bool) string {
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// procField reads a "Name: value kB" field from a /proc file, in KiB.
+func procField(path, name string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name); ok {
+			var n int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d", &n); err != nil {
+				return 0, err
+			}
+			return n, nil
+		}
+	}
+	return 0, errors.New("bench: " + name + " not found in " + path)
+}

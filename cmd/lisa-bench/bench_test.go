@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBenchReportIsWellFormed runs the bench command with tiny sizes and
+// checks the report's shape, never its timings.
+func TestBenchReportIsWellFormed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	var stdout, stderr bytes.Buffer
+	code := bench(ctx, []string{"-invocations", "5", "-warmup", "1", "-latency-rooms", "2", "-dendrite=false",
+		"-rooms", "4", "-per-room", "2", "-idle-rooms", "20", "-journal-events", "400", "-fsyncs", "10", "-rtts", "20",
+		"-json", jsonPath}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5)",
+		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issue #8)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if strings.Contains(stdout.String()+stderr.String(), benchToken) {
+		t.Error("the access token appears in the output")
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Machine struct {
+			Go, Commit string
+			Cores      int
+		}
+		Floor struct {
+			FloorMs      float64 `json:"floor_ms"`
+			BadgerP50Ms  float64 `json:"badger_write_p50_ms"`
+			StoreFloorMs float64 `json:"store_floor_ms"`
+		}
+		Fake *struct {
+			N     int
+			P50Ms float64 `json:"p50_ms"`
+		} `json:"latency_fake_homeserver"`
+		Dendrite   *json.RawMessage `json:"latency_dendrite"`
+		Throughput *struct{ Invocations int }
+		Scale      *struct {
+			IdleRooms      int `json:"idle_rooms"`
+			JournalEvents  int `json:"journal_events"`
+			ReplayedEvents int `json:"replayed_events"`
+		}
+		Targets []struct{ Name string }
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case rep.Machine.Go == "" || rep.Machine.Commit == "" || rep.Machine.Cores < 1:
+		t.Errorf("machine = %+v", rep.Machine)
+	case rep.Floor.FloorMs <= 0 || rep.Floor.BadgerP50Ms <= 0 || rep.Floor.StoreFloorMs <= 0:
+		t.Errorf("floor = %+v", rep.Floor)
+	case rep.Fake == nil || rep.Fake.N != 5 || rep.Fake.P50Ms <= 0:
+		t.Errorf("fake latency = %+v", rep.Fake)
+	case rep.Dendrite != nil:
+		t.Error("Dendrite latency reported though disabled")
+	case rep.Throughput == nil || rep.Throughput.Invocations != 8:
+		t.Errorf("throughput = %+v", rep.Throughput)
+	case rep.Scale == nil || rep.Scale.IdleRooms != 20 || rep.Scale.JournalEvents != 400 || rep.Scale.ReplayedEvents <= 0:
+		t.Errorf("scale = %+v", rep.Scale)
+	case len(rep.Targets) != 5:
+		t.Errorf("targets = %+v", rep.Targets)
+	}
+}
+
+func TestRoomHistoryReplaysToItsSnapshots(t *testing.T) {
+	evs, snaps := roomHistory("!r:bench.test", 120)
+	if len(evs) != 120 {
+		t.Fatalf("%d events", len(evs))
+	}
+	for _, idx := range []int{0, 50, 100} {
+		if snaps[idx] == nil {
+			t.Fatalf("no snapshot at %d (have %d)", idx, len(snaps))
+		}
+		if got := snaps[idx].GetNextEventIndex(); got != uint64(idx) {
+			t.Errorf("snapshot at %d says next index %d", idx, got)
+		}
+	}
+}

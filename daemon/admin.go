@@ -1,0 +1,265 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/messages"
+)
+
+// Health thresholds: beyond these the daemon reports itself degraded.
+const (
+	// readyAgeLimit: a prepared reply older than this is stuck.
+	readyAgeLimit = 10 * time.Minute
+	// askTimeout bounds one question to an actor from the admin socket.
+	askTimeout = 2 * time.Second
+)
+
+// ActorRow is one line of "actors".
+type ActorRow struct {
+	ID         string  `json:"id"`
+	Mailbox    int     `json:"mailbox"`
+	Posted     int64   `json:"posted"`
+	Received   int64   `json:"received"`
+	Restarts   int64   `json:"restarts"`
+	Failures   int64   `json:"failures"`
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
+// RoomRow is one line of "rooms".
+type RoomRow struct {
+	Room          string `json:"room"`
+	Running       bool   `json:"running"`
+	State         string `json:"state"`
+	Queue         int    `json:"queue"`
+	Active        string `json:"active_invocation,omitempty"`
+	Answered      uint64 `json:"answered"`
+	LastReplyUnix int64  `json:"last_reply_unix,omitempty"`
+}
+
+// InvocationRow is one line of "invocations".
+type InvocationRow struct {
+	Room       string  `json:"room"`
+	Event      string  `json:"event"`
+	State      string  `json:"state"`
+	Attempts   uint32  `json:"attempts"`
+	AgeSeconds float64 `json:"age_seconds"`
+	LastCode   string  `json:"last_error_code,omitempty"`
+}
+
+// HealthReport is the answer of "health" and the output of lisa health.
+type HealthReport struct {
+	Status             string   `json:"status"` // healthy, degraded, unreachable
+	Reasons            []string `json:"reasons,omitempty"`
+	LastSyncAgeSeconds float64  `json:"last_sync_age_seconds"`
+	RoomsRunning       int      `json:"rooms_running"`
+	RoomsStopped       int      `json:"rooms_stopped"`
+	OldestReadySeconds float64  `json:"oldest_ready_reply_age_seconds,omitempty"`
+	ToolQueue          int      `json:"tool_queue"`
+}
+
+// Handle answers admin-socket commands. It reads the mailbox registry and
+// asks actors by message with short timeouts; it never reads actor state.
+func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, error) {
+	switch cmd {
+	case "actors":
+		var rows []ActorRow
+		for _, s := range d.sys.Registry.Snapshot(d.sys.Actors) {
+			rows = append(rows, ActorRow{ID: s.ID, Mailbox: s.Len, Posted: s.Posted, Received: s.Received,
+				Restarts: s.Restarts, Failures: s.Failures, AgeSeconds: s.Age.Round(time.Second).Seconds()})
+		}
+		return rows, nil
+	case "rooms":
+		return d.roomRows(), nil
+	case "invocations":
+		return d.invocationRows(args), nil
+	case "journal":
+		return d.journal(args)
+	case "health":
+		return d.health(), nil
+	case "digests":
+		return d.digests()
+	case "crash":
+		if d.crashable && len(args) == 1 && slices.Contains(d.rooms, args[0]) {
+			d.sys.Root.Send(d.sys.RoomPID(args[0]), &crashForTest{})
+			return "crash sent", nil
+		}
+	}
+	return nil, fmt.Errorf("unknown command %q (try help)", cmd)
+}
+
+func (d *Daemon) roomStatus(id string) (*messages.RoomStatus, bool) {
+	res, err := d.sys.Root.RequestFuture(d.sys.RoomPID(id), &messages.RoomStatusRequest{}, askTimeout).Result()
+	st, ok := res.(*messages.RoomStatus)
+	return st, err == nil && ok
+}
+
+// digests returns each room's state digest (see room.Digest), which a
+// replay of its journal from the store must reproduce.
+func (d *Daemon) digests() (map[string]string, error) {
+	out := map[string]string{}
+	for _, id := range d.rooms {
+		st, ok := d.roomStatus(id)
+		if !ok {
+			return nil, fmt.Errorf("room %s did not answer", messages.RoomID(id))
+		}
+		out[id] = st.Digest
+	}
+	return out, nil
+}
+
+func (d *Daemon) running() map[messages.RoomID]bool {
+	res, err := d.sys.Root.RequestFuture(d.sys.RoomsPID(), &messages.RoomsStatusRequest{}, askTimeout).Result()
+	if st, ok := res.(*messages.RoomsStatus); err == nil && ok {
+		return st.Running
+	}
+	return map[messages.RoomID]bool{}
+}
+
+func (d *Daemon) roomRows() []RoomRow {
+	running := d.running()
+	var rows []RoomRow
+	for _, id := range d.rooms {
+		row := RoomRow{Room: id, Running: running[messages.RoomID(id)], State: "stopped"}
+		if st, ok := d.roomStatus(id); ok {
+			row.State, row.Queue, row.Answered = st.Phase, len(st.Queue), st.Answered
+			if len(st.Queue) > 0 && st.Phase != "idle" {
+				row.Active = string(st.Queue[0])
+			}
+			if st.LastReplyAtMs > 0 {
+				row.LastReplyUnix = st.LastReplyAtMs / 1000
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (d *Daemon) invocationRows(args []string) []InvocationRow {
+	rooms := d.rooms
+	if len(args) > 0 {
+		rooms = args[:1]
+	}
+	now := time.Now()
+	var rows []InvocationRow
+	for _, id := range rooms {
+		st, ok := d.roomStatus(id)
+		if !ok {
+			continue
+		}
+		for i, inv := range st.Invocations {
+			state := "queued"
+			switch {
+			case inv.Ready:
+				state = "reply-ready"
+			case i == 0 && st.Phase != "idle":
+				state = st.Phase
+			}
+			rows = append(rows, InvocationRow{Room: id, Event: string(inv.EventID), State: state, Attempts: inv.Attempts,
+				AgeSeconds: now.Sub(time.UnixMilli(inv.QueuedAtMs)).Round(time.Second).Seconds(), LastCode: inv.LastCode})
+		}
+	}
+	return rows
+}
+
+// journal returns the last n journal events of a room, described without
+// message bodies.
+func (d *Daemon) journal(args []string) ([]string, error) {
+	if len(args) < 1 || !slices.Contains(d.rooms, args[0]) {
+		return nil, fmt.Errorf("usage: journal <allowed room ID> [n]")
+	}
+	n := 20
+	if len(args) > 1 {
+		v, err := strconv.Atoi(args[1])
+		if err != nil || v < 1 || v > 1000 {
+			return nil, fmt.Errorf("n must be 1..1000")
+		}
+		n = v
+	}
+	name := "app/rooms/" + args[0]
+	var from uint64
+	if _, idx, ok, err := d.store.LatestSnapshot(name); err != nil {
+		return nil, err
+	} else if ok {
+		from = idx
+	}
+	var lines []string
+	err := d.store.Events(name, from, 0, func(i uint64, ev proto.Message) error {
+		lines = append(lines, fmt.Sprintf("%d %s", i, room.Describe(ev)))
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+		return nil
+	})
+	return lines, err
+}
+
+func (d *Daemon) health() HealthReport {
+	r := HealthReport{Status: "healthy"}
+	now := time.Now()
+	if cur, err := d.store.Cursor(); err != nil || cur.GetUpdatedAtMs() == 0 {
+		r.Reasons = append(r.Reasons, "no successful sync yet")
+	} else {
+		age := now.Sub(time.UnixMilli(cur.GetUpdatedAtMs()))
+		r.LastSyncAgeSeconds = age.Round(time.Second).Seconds()
+		if age > d.syncAgeLimit {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("no successful sync for %s", age.Round(time.Second)))
+		}
+	}
+	for _, up := range d.running() {
+		if up {
+			r.RoomsRunning++
+		} else {
+			r.RoomsStopped++
+		}
+	}
+	if r.RoomsStopped > 0 {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("%d room(s) stopped after repeated failures", r.RoomsStopped))
+	}
+	for _, id := range d.rooms {
+		st, ok := d.roomStatus(id)
+		if !ok {
+			continue
+		}
+		for _, inv := range st.Invocations {
+			if inv.Ready && inv.ReadyAtMs > 0 {
+				r.OldestReadySeconds = max(r.OldestReadySeconds, now.Sub(time.UnixMilli(inv.ReadyAtMs)).Round(time.Second).Seconds())
+			}
+		}
+	}
+	if r.OldestReadySeconds > readyAgeLimit.Seconds() {
+		r.Reasons = append(r.Reasons, "a prepared reply has not been delivered for over "+readyAgeLimit.String())
+	}
+	if st, err := d.tools.Status(askTimeout); err == nil {
+		r.ToolQueue = st.Queued
+	}
+	if len(r.Reasons) > 0 {
+		r.Status = "degraded"
+	}
+	return r
+}
+
+// crashForTest makes a room actor panic; only with the admin-crash
+// failpoint armed (crash tests of the debug shell).
+type crashForTest struct{}
+
+func crashOptions(armed bool) []actor.PropsOption {
+	if !armed {
+		return nil
+	}
+	return []actor.PropsOption{actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*crashForTest); ok {
+				panic("crash requested through the admin socket (test failpoint)")
+			}
+			next(c, env)
+		}
+	})}
+}

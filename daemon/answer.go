@@ -1,0 +1,188 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/lisabot/lisa/actors/invocation"
+	"github.com/lisabot/lisa/actors/tools"
+	"github.com/lisabot/lisa/adapters/llm"
+	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/metrics"
+	"github.com/lisabot/lisa/adapters/pandoc"
+	"github.com/lisabot/lisa/adapters/render"
+	"github.com/lisabot/lisa/adapters/research"
+	"github.com/lisabot/lisa/adapters/roomctx"
+	"github.com/lisabot/lisa/adapters/search"
+	"github.com/lisabot/lisa/adapters/web"
+	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// The adapters behind the answer's ports.
+var (
+	_ invocation.LLM            = (*llm.Client)(nil)
+	_ invocation.ContextBuilder = (*roomctx.Builder)(nil)
+	_ invocation.Renderer       = renderer{}
+	_ invocation.ToolSessions   = (*research.Service)(nil)
+	_ invocation.ToolRunner     = (*tools.Client)(nil)
+	_ tools.Handler             = (*research.Service)(nil)
+	_ research.Searcher         = (*search.Client)(nil)
+	_ research.Fetcher          = (*web.Fetcher)(nil)
+	_ research.Converter        = (*pandoc.Converter)(nil)
+)
+
+// toolConcurrency bounds the concurrent calls of a tool in the pool
+// (absent: up to the pool's workers). Pandoc is the CPU-heavy one.
+var toolConcurrency = map[string]int{research.ConvertTool: 2}
+
+// newAnswerer builds the production answerer for res: its adapters wired
+// to the ports of invocation.Answerer. The research tools are registered
+// as handlers of pool, where their calls run; met, if not nil, measures
+// the ports.
+func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, pool *tools.Client, met *metrics.Metrics) *invocation.Answerer {
+	cfg := res.Config
+	deps := research.Deps{
+		Fetch: web.NewFetcher(web.Config{
+			ConnectTimeout: cfg.Web.ConnectTimeout(), ReadTimeout: cfg.Web.ReadTimeout(), TotalTimeout: cfg.Web.TotalTimeout(),
+			MaxRedirects: cfg.Web.MaxRedirects, MaxDownloadBytes: int64(cfg.Web.MaxDownloadBytes),
+			UserAgent: cfg.Web.UserAgent, AllowPrivateAddresses: cfg.Web.AllowPrivateAddresses,
+		}),
+		Convert:     pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout(), MaxOutputBytes: 4 * cfg.Web.MaxToolOutputCharacters, Logger: log}),
+		ValidateURL: web.ValidateURL,
+
+		MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
+		MaxTotalArtifactBytes:   int64(cfg.Web.MaxTotalArtifactBytes),
+	}
+	if cfg.Search.Enabled() {
+		deps.Search = search.New(search.Config{Endpoint: cfg.Search.Endpoint, APIKey: res.SearchAPIKey.Reveal(),
+			MaxResults: cfg.Search.MaxResults, Timeout: cfg.Search.Timeout(), UserAgent: cfg.Web.UserAgent})
+	}
+	sessions := research.New(deps)
+	for _, spec := range sessions.Specs() {
+		pool.Register(spec.Name, sessions, toolConcurrency[spec.Name])
+	}
+	var (
+		contextPort invocation.ContextBuilder = roomctx.New(session, cfg.Matrix.UserID, roomctx.Limits{
+			MaxEvents: cfg.Context.MaxEvents, MaxCharacters: cfg.Context.MaxCharacters,
+			MaxEventCharacters: cfg.Context.MaxEventCharacters, MaxReplyDepth: cfg.Context.MaxReplyDepth,
+		}).WithLogger(log)
+		llmPort  invocation.LLM        = llmClient(cfg, res.LLMAPIKey.Reveal(), met)
+		toolPort invocation.ToolRunner = pool
+	)
+	if met != nil {
+		contextPort = measuredContext{next: contextPort, m: met}
+		llmPort = measuredLLM{next: llmPort, m: met}
+		toolPort = measuredTools{next: toolPort, m: met}
+	}
+	return invocation.NewAnswerer(invocation.AnswererConfig{
+		Context:  contextPort,
+		LLM:      llmPort,
+		Render:   renderer{render.New()},
+		Sessions: sessions,
+		Tools:    toolPort,
+		Persona:  res.Persona,
+		Limits: invocation.Limits{
+			MaxIterations: cfg.LLM.MaxIterations, MaxToolCalls: cfg.LLM.MaxToolCalls,
+			MaxRequestCharacters: cfg.LLM.MaxRequestCharacters, MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
+			MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
+		},
+		GenericError:  cfg.Persona.GenericError,
+		OverloadError: cfg.Persona.OverloadError,
+	})
+}
+
+func llmClient(cfg config.Config, key string, met *metrics.Metrics) *llm.Client {
+	return llm.New(llm.Config{
+		OnRetry: met.LLMRetry,
+		BaseURL: cfg.LLM.BaseURL, APIKey: key, Model: cfg.LLM.Model,
+		MaxOutputTokens: cfg.LLM.MaxOutputTokens, Temperature: float32(cfg.LLM.Temperature),
+		Timeout: cfg.LLM.RequestTimeout(), MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
+		// One request per room with an active invocation.
+		HTTPClient: &http.Client{Timeout: cfg.LLM.RequestTimeout(), Transport: PooledTransport(cfg.Runtime.MaxConcurrentRooms + 2)},
+	})
+}
+
+// renderer adapts the render adapter to the invocation's Renderer port.
+type renderer struct{ r *render.Renderer }
+
+func (r renderer) Render(reply messages.Reply) ([]byte, error) {
+	sources := make([]render.Source, len(reply.Sources))
+	for i, s := range reply.Sources {
+		sources[i] = render.Source{URL: s.URL, Title: s.Title}
+	}
+	return r.r.Render(render.Answer{Markdown: reply.Markdown, Sources: sources, InReplyTo: render.Invoking{
+		EventID: string(reply.InReplyTo.EventID), Sender: string(reply.InReplyTo.Sender), Body: reply.InReplyTo.Body,
+	}})
+}
+
+// measuredContext times the context phase.
+type measuredContext struct {
+	next invocation.ContextBuilder
+	m    *metrics.Metrics
+}
+
+func (c measuredContext) Build(ctx context.Context, cand *roompb.Candidate) (string, error) {
+	start := time.Now()
+	block, err := c.next.Build(ctx, cand)
+	if err == nil {
+		c.m.Phase("context", time.Since(start))
+	}
+	return block, err
+}
+
+// measuredLLM counts requests and times them.
+type measuredLLM struct {
+	next invocation.LLM
+	m    *metrics.Metrics
+}
+
+func (l measuredLLM) Chat(ctx context.Context, req messages.ChatRequest) (messages.ChatResponse, error) {
+	start := time.Now()
+	resp, err := l.next.Chat(ctx, req)
+	l.m.Phase("llm", time.Since(start))
+	if err != nil {
+		l.m.LLMRequest(string(messages.ErrorCode(err)))
+	} else {
+		l.m.LLMRequest("ok")
+	}
+	return resp, err
+}
+
+// measuredTools counts tool calls, results and output bytes, and times
+// them (queueing in the pool included).
+type measuredTools struct {
+	next invocation.ToolRunner
+	m    *metrics.Metrics
+}
+
+func (t measuredTools) Call(ctx context.Context, call *messages.ToolCall) (*messages.ToolResult, error) {
+	start := time.Now()
+	res, err := t.next.Call(ctx, call)
+	t.m.Phase("tools", time.Since(start))
+	switch {
+	case err != nil:
+		t.m.ToolCall(call.Name, string(messages.ToolTimeout), 0)
+	case res == nil:
+		t.m.ToolCall(call.Name, string(messages.ToolFailed), 0)
+	case res.OK:
+		t.m.ToolCall(call.Name, "ok", len(res.Content))
+	default:
+		t.m.ToolCall(call.Name, res.Code, len(res.Content))
+	}
+	return res, err
+}
+
+// ProductionInvoker builds Lisa's answerer for a session: room context,
+// the LLM loop with the research tools in the tool pool, and the
+// renderer, measured by the metrics.
+func ProductionInvoker(res config.Resolved, log *slog.Logger) InvokerFactory {
+	return func(session *matrix.Client) func(*tools.Client, *metrics.Metrics) invocation.Invoker {
+		return func(pool *tools.Client, met *metrics.Metrics) invocation.Invoker {
+			return newAnswerer(res, session, log, pool, met)
+		}
+	}
+}

@@ -1,0 +1,387 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lisabot/lisa/actors/app"
+	"github.com/lisabot/lisa/actors/invocation"
+	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/actors/syncer"
+	"github.com/lisabot/lisa/actors/tools"
+	"github.com/lisabot/lisa/adapters/admin"
+	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/metrics"
+	"github.com/lisabot/lisa/adapters/render"
+	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/persistence"
+)
+
+// SnapshotInterval is how many journal events a room writes between
+// snapshots (and compactions).
+const SnapshotInterval = 50
+
+// Daemon is Lisa's running core: the store and the actor tree.
+type Daemon struct {
+	store       *persistence.Badger
+	source      *matrix.Source
+	sys         *app.System
+	log         *slog.Logger
+	grace       time.Duration
+	rooms       []string
+	invocations *sync.WaitGroup
+	stopping    *atomic.Bool
+	tools       *tools.Client
+	admin       *admin.Server
+	metrics     *metrics.Server
+	crashable   bool
+	// syncAgeLimit: without a successful sync for this long, Lisa is
+	// degraded.
+	syncAgeLimit time.Duration
+}
+
+// Store is the daemon's store (bench and demo read the sync cursor).
+func (d *Daemon) Store() *persistence.Badger { return d.store }
+
+// System is the daemon's actor system.
+func (d *Daemon) System() *app.System { return d.sys }
+
+// toolWorkers is the size of the tool pool: searches, downloads and
+// conversions run at most this many at a time.
+const toolWorkers = 4
+
+// typingClearTimeout bounds the final "typing off" request.
+const typingClearTimeout = 5 * time.Second
+
+// sendTimeout bounds one reply send; a send in doubt reached the
+// homeserver by its start plus this, if at all.
+const sendTimeout = time.Minute
+
+// Deps are the outside parts a daemon talks to.
+// Deps are the outside parts a daemon talks to, and the hooks that test
+// and chaos builds arm (see [ArmFunc]); the production binary leaves the
+// hooks empty.
+type Deps struct {
+	// Session is Lisa's Matrix session.
+	Session *matrix.Client
+	// Invoker builds what answers an invocation, given the tool pool and
+	// the metrics.
+	Invoker func(tools *tools.Client, met *metrics.Metrics) invocation.Invoker
+	// Sender overrides the session as reply sender (failpoints wrap it).
+	Sender room.Sender
+	// Hooks are called by the sync actor (failpoints).
+	Hooks *syncer.Hooks
+	// Crashable arms the test-only "crash <room>" admin command.
+	Crashable bool
+	// Spawn, when set, wraps every actor spawn (chaos fault injection).
+	Spawn actor.SpawnMiddleware
+	// Fatal is called when part of the actor tree is gone for good; the
+	// process should then exit non-zero so its supervisor restarts it.
+	Fatal func()
+	// HomeserverWasDown: the session check had to wait for the homeserver,
+	// which may just have restarted.
+	HomeserverWasDown bool
+}
+
+// Start opens the store and starts the actor tree for res.
+func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
+	cfg := res.Config
+	store, clean, provider, err := openStore(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	sys := app.NewSystem(log)
+	if deps.Spawn != nil {
+		sys.UseSpawnMiddleware(deps.Spawn)
+	}
+	met := newMetrics(sys, store)
+	pool := tools.NewClient(sys.Root, sys.ToolsPID())
+	source := newSource(cfg, deps, store, clean, log)
+	d := &Daemon{crashable: deps.Crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
+		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool,
+		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second}
+	invoker := invocation.WithTyping(deps.Invoker(pool, met), deps.Session, invocation.TypingLease{
+		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
+		Background: d.invocations, // shutdown waits for typing to be cleared
+	}, log)
+	tree := sys.Tree(d.treeConfig(cfg, deps, provider, invoker, met))
+	if _, err := sys.Start(tree); err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	if err := d.serve(cfg, met); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = sys.Stop(stopCtx)
+		_ = store.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openStore opens Badger, takes the clean-stop mark of the run before and
+// builds the journal provider.
+func openStore(cfg config.Config, log *slog.Logger) (_ *persistence.Badger, clean bool, _ *persistence.Provider, _ error) {
+	store, err := persistence.OpenBadger(cfg.Runtime.DataDir, persistence.BadgerOptions{Logger: log})
+	if err != nil {
+		return nil, false, nil, err
+	}
+	// Taken (and removed) before anything runs: if this run crashes, the
+	// next start must not find the mark of the run before.
+	if clean, err = store.TakeCleanStop(); err != nil {
+		_ = store.Close()
+		return nil, false, nil, err
+	}
+	provider, err := persistence.NewProvider(store, SnapshotInterval, log)
+	if err != nil {
+		_ = store.Close()
+		return nil, false, nil, err
+	}
+	return store, clean, provider, nil
+}
+
+// newMetrics returns the metrics, reading actors and the store.
+func newMetrics(sys *app.System, store *persistence.Badger) *metrics.Metrics {
+	return metrics.New(metrics.Sources{
+		Actors: func() []metrics.ActorStat {
+			var out []metrics.ActorStat
+			for _, s := range sys.Registry.Snapshot(sys.Actors) {
+				out = append(out, metrics.ActorStat{ID: messages.ActorLogID(s.ID), Mailbox: s.Len, Restarts: s.Restarts})
+			}
+			return out
+		},
+		LastSync: func() time.Time {
+			if cur, err := store.Cursor(); err == nil && cur.GetUpdatedAtMs() > 0 {
+				return time.UnixMilli(cur.GetUpdatedAtMs())
+			}
+			return time.Time{}
+		},
+		StoreBytes: store.Size,
+	})
+}
+
+// newSource returns the /sync source. After a crash, or when the
+// homeserver was just starting, its first answer is checked room by room.
+func newSource(cfg config.Config, deps Deps, store *persistence.Badger, clean bool, log *slog.Logger) *matrix.Source {
+	source := matrix.NewSource(deps.Session, matrix.SyncOptions{
+		Timeout:       cfg.Matrix.SyncTimeout(),
+		TimelineLimit: cfg.Matrix.SyncTimelineLimit,
+		GapPageLimit:  cfg.Matrix.GapPageLimit,
+		Aliases:       cfg.Matrix.MentionAliases,
+		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
+	}, store, log, time.Now)
+	if cur, err := store.Cursor(); err == nil && cur.GetBaselineDone() && (!clean || deps.HomeserverWasDown) {
+		// A /sync may have failed in the run that crashed (the homeserver
+		// restarting), and that knowledge died with it; or the homeserver
+		// was just starting, when Dendrite may skip events in an answer.
+		source.VerifyNext()
+		msg := "the previous run did not stop cleanly: the first sync answer is checked room by room against the homeserver"
+		if clean {
+			msg = "the homeserver was not available at start: the first sync answer is checked room by room against it"
+		}
+		log.Info(msg, "rooms", len(cfg.Matrix.AllowedRoomIDs))
+	}
+	return source
+}
+
+// personaReply returns the exact content of the persona's text as a reply
+// to an event.
+func personaReply(rend *render.Renderer, text string) func(_, eventID string) []byte {
+	return func(_, eventID string) []byte {
+		b, err := rend.Reply(text, eventID)
+		if err != nil { // cannot happen for a validated, non-empty message
+			b, _ = json.Marshal(map[string]any{"msgtype": "m.text", "body": text,
+				"m.relates_to": map[string]any{"m.in_reply_to": map[string]string{"event_id": eventID}}})
+		}
+		return b
+	}
+}
+
+// roomPolicy is every room's policy.
+func roomPolicy(cfg config.Config) room.Policy {
+	rend := render.New()
+	return room.Policy{
+		MaxAttempts: 3,
+		RetryBase:   2 * time.Second, RetryMax: 30 * time.Second,
+		SendRetryBase: time.Second, SendRetryMax: time.Minute,
+		// Dendrite stores a send whose client gave up seconds later after
+		// a restart or under load (see docs/reliability.md): a reply is
+		// sent again only after two lookups this far apart both missed it.
+		SettleDelay: 5 * time.Second,
+		// A send cut short by a homeserver restart can be stored minutes
+		// later (Dendrite's queue redelivers it after 5 min 10 s):
+		// matrix.late_store_seconds.
+		LateStoreWindow: cfg.Matrix.LateStore(),
+		RecheckEvery:    15 * time.Second,
+		ErrorReply:      personaReply(rend, cfg.Persona.GenericError),
+		// A flood in one room costs one overload reply per burst; see
+		// docs/security.md.
+		MaxQueue:      cfg.Runtime.RoomQueueLimit,
+		SenderLimit:   cfg.Runtime.SenderRateLimit,
+		SenderWindow:  cfg.Runtime.SenderRateWindow(),
+		NoticeEvery:   cfg.Runtime.SenderRateWindow(),
+		OverloadReply: personaReply(rend, cfg.Persona.OverloadError),
+	}
+}
+
+// treeConfig is the actor tree of cfg.
+func (d *Daemon) treeConfig(cfg config.Config, deps Deps, provider *persistence.Provider, invoker invocation.Invoker, met *metrics.Metrics) app.TreeConfig {
+	sender := deps.Sender
+	if sender == nil {
+		sender = deps.Session
+	}
+	return app.TreeConfig{
+		OnLost: func(child string) {
+			if d.stopping.Load() {
+				return
+			}
+			d.log.Error("an essential actor stopped for good; exiting so Lisa can be restarted", "actor", child)
+			if deps.Fatal != nil {
+				deps.Fatal()
+			}
+		},
+		Invocations: d.invocations,
+		Rooms:       cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
+		Policy:   roomPolicy(cfg),
+		Provider: provider, Inbox: d.store, BotEvents: d.store, Sender: sender,
+		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
+		ToolWorkers:  toolWorkers,
+		SendTimeout:  sendTimeout,
+		RoomRestarts: 3, RoomRestartWindow: time.Minute,
+		RespawnBase: time.Second, RespawnMax: 5 * time.Minute,
+		Sync: &app.SyncConfig{
+			Source: d.source, Ledger: d.store,
+			Watchdog: cfg.Matrix.SyncTimeout() + 60*time.Second,
+			Backoff:  syncer.NewBackoff(time.Second, time.Minute, time.Minute, rand.Float64),
+			Hooks:    deps.Hooks,
+			Observer: met.SyncDone,
+		},
+		Clock: app.RealClock{}, Logger: d.log,
+		RoomOptions:  crashOptions(deps.Crashable),
+		RoomObserver: met,
+	}
+}
+
+// serve opens the metrics endpoint (if configured) and the admin socket.
+func (d *Daemon) serve(cfg config.Config, met *metrics.Metrics) error {
+	var err error
+	if cfg.Runtime.MetricsListen != "" {
+		if d.metrics, err = metrics.Serve(cfg.Runtime.MetricsListen, met); err != nil {
+			return err
+		}
+		d.log.Info("metrics served", "address", d.metrics.Addr())
+	}
+	if d.admin, err = admin.Listen(cfg.Runtime.AdminSocket, d, d.log); err != nil {
+		if d.metrics != nil {
+			_ = d.metrics.Close()
+		}
+		return err
+	}
+	return nil
+}
+
+// stop shuts down in order within the grace period: no new intake, no new
+// invocations; running invocations and sends get the rest of the grace
+// period to finish; then everything left is stopped (cancelled attempts
+// clear their typing on the way out) and the store closes. An attempt cut
+// short is retried after the next start; a prepared reply is looked up on
+// the homeserver and sent only if it is not there.
+func (d *Daemon) Stop(ctx context.Context) error {
+	// Keep part of the grace period for stopping the actors and closing
+	// the store, so the whole shutdown fits in it.
+	reserve := min(2*time.Second, d.grace/2)
+	deadline := time.Now().Add(d.grace - reserve)
+	d.stopping.Store(true)
+	if d.admin != nil {
+		_ = d.admin.Close()
+	}
+	if d.metrics != nil {
+		_ = d.metrics.Close()
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	stopSync := d.sys.Root.StopFuture(d.sys.SyncPID())
+	d.sys.Root.Send(d.sys.RoomsPID(), &messages.Drain{})
+	syncErr := stopSync.Wait()
+	for !d.idle() {
+		select {
+		case <-ctx.Done():
+			d.log.Warn("shutdown grace period over; cancelling remaining work")
+		case <-time.After(50 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelStop()
+	err := d.sys.Stop(stopCtx)
+	// Let cancelled attempts run their clean-up (typing off), briefly.
+	waited := make(chan struct{})
+	go func() { d.invocations.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(typingClearTimeout + time.Second):
+	}
+	clean := syncErr == nil && d.cleanSync()
+	if clean {
+		if merr := d.store.MarkCleanStop(); merr != nil {
+			clean = false
+			if err == nil {
+				err = merr
+			}
+		}
+	}
+	if cerr := d.store.Close(); err == nil {
+		err = cerr
+	}
+	d.log.Info("lisa stopped", "clean", clean)
+	return err
+}
+
+// cleanSync reports whether the next start may trust its first /sync: the
+// sync has stopped, no check of an answer is pending, and the last checked
+// answer was committed (the sync actor drops an answer that arrives while
+// it stops, and a dropped checked answer takes its check with it).
+func (d *Daemon) cleanSync() bool {
+	return !d.source.VerifyPending() && !d.source.UncommittedCheck()
+}
+
+// idle reports whether no room runs an invocation or delivers a reply. It
+// asks the rooms supervisor once: the rooms tell it when they start and
+// finish such work.
+func (d *Daemon) idle() bool {
+	busy, err := d.sys.BusyRooms(time.Second)
+	return err != nil || busy == 0 // an error: rooms gone, nothing left to wait for
+}
+
+// AwaitBaseline waits, at most limit, until Lisa's first sync recorded
+// its baseline: messages before it are history and are never answered.
+func (d *Daemon) AwaitBaseline(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		cur, err := d.store.Cursor()
+		if err != nil {
+			return err
+		}
+		if cur.GetBaselineDone() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("Lisa's first sync did not complete within %v", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

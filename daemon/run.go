@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/lisabot/lisa/actors/invocation"
+	"github.com/lisabot/lisa/actors/tools"
+	"github.com/lisabot/lisa/adapters/matrix"
+	"github.com/lisabot/lisa/adapters/metrics"
+	"github.com/lisabot/lisa/adapters/pandoc"
+	"github.com/lisabot/lisa/backoff"
+	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/messages"
+)
+
+// ArmFunc lets a test or chaos build change deps before the daemon starts
+// (failpoints, fault injection). It may return a function to run after a
+// graceful stop (say, a goroutine leak check). The production binary
+// passes none.
+type ArmFunc func(deps *Deps, log *slog.Logger) (afterStop func(), err error)
+
+// InvokerFactory builds what answers invocations for a session.
+type InvokerFactory func(session *matrix.Client) func(pool *tools.Client, met *metrics.Metrics) invocation.Invoker
+
+// RunOptions are what `lisa run` varies between builds.
+type RunOptions struct {
+	// Invoker builds the answerer; nil means [ProductionInvoker].
+	Invoker InvokerFactory
+	// Arm, if set, arms test or chaos hooks.
+	Arm ArmFunc
+}
+
+// ErrLost is returned by Run when part of the actor tree stopped for good
+// and Lisa shut down so that her supervisor restarts her.
+var ErrLost = errors.New("an essential actor stopped for good")
+
+// Run is `lisa run` after its configuration is loaded: it checks pandoc,
+// restores the Matrix session (waiting while the homeserver is not up
+// yet), starts the daemon and stops it gracefully when ctx ends. Errors
+// have been logged when it returns them.
+func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOptions) error {
+	if v, err := CheckPandoc(ctx, res.Config); err != nil {
+		log.Error("cannot start: pandoc is needed for html_to_markdown", "err", err.Error())
+		return err
+	} else {
+		log.Info("pandoc found", "version", v)
+	}
+	m := res.Config.Matrix
+	session, waited, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), MatrixHTTPClient(res.Config.Runtime), log, time.After)
+	if err != nil {
+		log.Error("cannot start: Matrix session check failed", "err", err.Error())
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.Invoker == nil {
+		opts.Invoker = ProductionInvoker(res, log)
+	}
+	var lost atomic.Bool
+	deps := Deps{
+		Fatal:             func() { lost.Store(true); cancel() },
+		Session:           session,
+		HomeserverWasDown: waited,
+		Invoker:           opts.Invoker(session),
+	}
+	var afterStop func()
+	if opts.Arm != nil {
+		if afterStop, err = opts.Arm(&deps, log); err != nil {
+			log.Error("cannot start", "err", err.Error())
+			return err
+		}
+	}
+	d, err := Start(res, log, deps)
+	if err != nil {
+		log.Error("cannot start", "err", err.Error())
+		return err
+	}
+	log.Info("lisa running", "rooms", len(m.AllowedRoomIDs), "user", m.UserID, "device", m.DeviceID)
+	<-ctx.Done()
+	log.Info("shutting down", "grace_seconds", res.Config.Runtime.ShutdownGraceSeconds)
+	if err := d.Stop(context.Background()); err != nil {
+		log.Error("shutdown incomplete", "err", err.Error())
+		return err
+	}
+	if afterStop != nil {
+		afterStop()
+	}
+	if lost.Load() {
+		return ErrLost
+	}
+	return nil
+}
+
+// CheckPandoc verifies that the pandoc executable is present and new enough
+// for --sandbox; html_to_markdown depends on it.
+func CheckPandoc(ctx context.Context, cfg config.Config) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout()}).Check(ctx)
+}
+
+// connect restores the Matrix session. While the homeserver is unreachable,
+// overloaded or rate limiting, it waits and tries again (until ctx ends):
+// a daemon started before its homeserver must not give up. A wrong token,
+// user or device is final.
+func connect(ctx context.Context, m config.MatrixConfig, token string, hc *http.Client, log *slog.Logger, after func(time.Duration) <-chan time.Time) (_ *matrix.Client, waited bool, _ error) {
+	pause := backoff.Policy{Base: time.Second, Max: 30 * time.Second, MaxRetryAfter: time.Minute}
+	for failures := 1; ; failures++ {
+		session, err := matrix.Connect(ctx, m.HomeserverURL, m.UserID, m.DeviceID, token, hc)
+		var le *messages.Error
+		if err == nil || !errors.As(err, &le) || (le.Code != messages.CodeMatrixUnavailable && le.Code != messages.CodeMatrixRateLimit) {
+			return session, waited, err
+		}
+		waited = true
+		wait := pause.Delay(failures, le.RetryAfter)
+		log.Warn("homeserver not available yet; retrying the session check", "err", err.Error(), "retry_in_ms", wait.Milliseconds())
+		select {
+		case <-ctx.Done():
+			return nil, waited, err
+		case <-after(wait):
+		}
+	}
+}
