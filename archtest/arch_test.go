@@ -54,7 +54,9 @@ func goList(t *testing.T, patterns ...string) []pkg {
 func forbidden(dep string) string {
 	switch {
 	case strings.HasPrefix(dep, module+"/adapters"):
-		return "adapters are wired in cmd/lisa, never imported by actors"
+		return "adapters are wired in package daemon, never imported by actors"
+	case strings.HasPrefix(dep, module+"/daemon"), strings.HasPrefix(dep, module+"/cmd"):
+		return "the composition root imports actors, not the other way round"
 	case strings.HasPrefix(dep, module+"/persistence"), strings.HasPrefix(dep, "github.com/dgraph-io/badger"):
 		return "storage is reached through protoactor's persistence interfaces and small ports"
 	case strings.HasPrefix(dep, "maunium.net/go/mautrix"):
