@@ -393,7 +393,7 @@ func randomID(prefix string) (string, error) {
 }
 
 // formatHits renders search results as compact numbered text for the
-// model (the same presentation as the search adapter's Format):
+// model:
 //
 //  1. Title
 //     https://example.test/page

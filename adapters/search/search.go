@@ -330,29 +330,3 @@ func truncateRunes(s string, n int) string {
 	}
 	return strings.TrimRight(s[:i], " ") + "…"
 }
-
-// Format renders results as compact numbered text for the model:
-//
-//  1. Title
-//     https://example.test/page
-//     snippet
-//
-// Empty titles show as "(untitled)"; empty snippets are left out. No
-// results yields "No results."
-func Format(results []Result) string {
-	if len(results) == 0 {
-		return "No results."
-	}
-	var b strings.Builder
-	for i, r := range results {
-		title := r.Title
-		if title == "" {
-			title = "(untitled)"
-		}
-		fmt.Fprintf(&b, "%d. %s\n   %s\n", i+1, title, r.URL)
-		if r.Snippet != "" {
-			fmt.Fprintf(&b, "   %s\n", r.Snippet)
-		}
-	}
-	return strings.TrimRight(b.String(), "\n")
-}

@@ -55,9 +55,8 @@ func TestSearchSuccess(t *testing.T) {
 	if r.AuthPresent || r.HasCookie || r.UserAgent != DefaultUserAgent {
 		t.Fatalf("request %+v", r)
 	}
-	wantText := "1. One\n   https://one.test/a\n   first hit\n2. Two\n   http://two.test/b?x=1\n   second hit"
-	if txt := Format(got); txt != wantText {
-		t.Fatalf("Format:\n%s\nwant:\n%s", txt, wantText)
+	if len(got) != 2 || got[0].Title != "One" || got[0].URL != "https://one.test/a" || got[0].Snippet != "first hit" || got[1].URL != "http://two.test/b?x=1" {
+		t.Fatalf("results %+v", got)
 	}
 }
 
@@ -270,16 +269,5 @@ func TestSearchNoProxy(t *testing.T) {
 	s := searxfake.Start(t)
 	if _, err := New(Config{Endpoint: s.URL()}).Search(context.Background(), "x"); err != nil {
 		t.Fatalf("proxy environment was used: %v", err)
-	}
-}
-
-func TestFormat(t *testing.T) {
-	if Format(nil) != "No results." {
-		t.Fatal(Format(nil))
-	}
-	got := Format([]Result{{URL: "https://a.test/"}, {Title: "B", URL: "https://b.test/", Snippet: "s"}})
-	want := "1. (untitled)\n   https://a.test/\n2. B\n   https://b.test/\n   s"
-	if got != want {
-		t.Fatalf("got %q want %q", got, want)
 	}
 }

@@ -180,6 +180,13 @@ func (e *e2e) start(env ...string) *lisaProc {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, "LISA_LLM_API_KEY="+e.llmKey)
 	cmd.Env = append(cmd.Env, env...)
+	return e.launch(cmd)
+}
+
+// launch starts cmd as Lisa, collecting its log, and kills it when the
+// test ends.
+func (e *e2e) launch(cmd *exec.Cmd) *lisaProc {
+	e.t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		e.t.Fatal(err)

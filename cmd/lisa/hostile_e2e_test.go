@@ -159,18 +159,7 @@ func (e *e2e) startBinary(bin string) *lisaProc {
 	e.t.Helper()
 	cmd := exec.Command(bin, "run", "--config", e.writeConfig())
 	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	p := &lisaProc{cmd: cmd, events: make(chan string, 1000), done: make(chan struct{})}
-	go p.collect(stderr)
-	e.t.Cleanup(func() { p.kill() })
-	e.proc = p
-	return p
+	return e.launch(cmd)
 }
 
 // collect reads Lisa's JSON log lines until the pipe closes.
