@@ -7,6 +7,9 @@
 //     on it.
 //   - [github.com/lisabot/lisa/devkit/llmscript] is a scripted, in-process
 //     OpenAI-compatible chat-completions server.
+//   - [github.com/lisabot/lisa/devkit/searx] is a SearXNG JSON API over a
+//     fixed index, and [github.com/lisabot/lisa/devkit/webpages] serves the
+//     demo's web pages; both record what they were asked.
 //
 // Unlike testkit, devkit is product code: the production binary links it
 // (through `lisa demo`), so no non-test file under devkit/ ever imports

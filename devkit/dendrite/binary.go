@@ -50,6 +50,12 @@ var buildModule embed.FS
 // cache and needs the go command in PATH and access to the Go module proxy
 // (or a warm module cache). log may be nil.
 func EnsureBinary(ctx context.Context, log *slog.Logger) (string, error) {
+	return ensureBinaryFor(ctx, log, nil)
+}
+
+// ensureBinaryFor is [EnsureBinary] reporting a build to progress (if not
+// nil).
+func ensureBinaryFor(ctx context.Context, log *slog.Logger, progress func(string)) (string, error) {
 	log = orDiscard(log)
 	if p := os.Getenv(BinaryEnv); p != "" {
 		bin, err := resolveBinary(p)
@@ -62,7 +68,7 @@ func EnsureBinary(ctx context.Context, log *slog.Logger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return ensureBinaryIn(ctx, log, root)
+	return ensureBinaryReporting(ctx, log, root, progress)
 }
 
 // cacheRoot returns Lisa's cache directory.
@@ -80,6 +86,17 @@ func cacheRoot() (string, error) {
 // ensureBinaryIn returns root/dendrite-<Version>/dendrite, building it under
 // the cross-process build lock if it does not exist yet.
 func ensureBinaryIn(ctx context.Context, log *slog.Logger, root string) (string, error) {
+	return ensureBinaryReporting(ctx, log, root, nil)
+}
+
+// ensureBinaryReporting is [ensureBinaryIn], telling progress (if not nil)
+// when it starts waiting for another build or building itself.
+func ensureBinaryReporting(ctx context.Context, log *slog.Logger, root string, progress func(string)) (string, error) {
+	report := func(step string) {
+		if progress != nil {
+			progress(step)
+		}
+	}
 	dir := filepath.Join(root, "dendrite-"+Version)
 	bin := filepath.Join(dir, "dendrite")
 	if isExecutable(bin) == nil {
@@ -88,6 +105,9 @@ func ensureBinaryIn(ctx context.Context, log *slog.Logger, root string) (string,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("dendrite: create cache directory: %w", err)
 	}
+	// The step covers waiting for a concurrent build, which is the same
+	// wait from the caller's point of view.
+	report("building Dendrite " + Version + " (first run only)")
 	unlock, err := lockFile(ctx, log, filepath.Join(dir, "build.lock"))
 	if err != nil {
 		return "", err

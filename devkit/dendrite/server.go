@@ -65,6 +65,12 @@ type Options struct {
 	// discards them.
 	Logger *slog.Logger
 
+	// Progress, when not nil, is told each slow start-up step as it begins
+	// ("building Dendrite v0.13.8", "starting Dendrite", ...), so a caller
+	// can show what a first run is waiting for. It is called on Launch's
+	// goroutine and must return quickly.
+	Progress func(step string)
+
 	// Output receives Dendrite's stdout and stderr. Nil discards it. Write
 	// errors are ignored. Either way, the last 64 KiB are kept and included
 	// in start-failure errors.
@@ -122,7 +128,7 @@ func Launch(ctx context.Context, opts Options) (*Server, error) {
 	bin := opts.Binary
 	var err error
 	if bin == "" {
-		if bin, err = EnsureBinary(ctx, log); err != nil {
+		if bin, err = ensureBinaryFor(ctx, log, opts.Progress); err != nil {
 			return nil, err
 		}
 	} else if bin, err = resolveBinary(bin); err != nil {
@@ -148,6 +154,9 @@ func Launch(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if s.startTimeout <= 0 {
 		s.startTimeout = defaultStartTimeout
+	}
+	if opts.Progress != nil {
+		opts.Progress("starting Dendrite")
 	}
 	if err := s.launch(ctx, opts.RateLimiting); err != nil {
 		if owns {
