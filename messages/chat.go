@@ -1,6 +1,9 @@
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Conversation roles used in [ChatMessage.Role].
 const (
@@ -136,4 +139,96 @@ type Invoking struct {
 	Sender UserID
 	// Body is the invoking event's plain-text body.
 	Body string
+}
+
+// reasoningTags are the tags reasoning models wrap their thinking in.
+var reasoningTags = []string{"thinking", "think"}
+
+// StripReasoning removes the reasoning a model may write before its
+// answer, so that it never reaches a room, a log or a later request:
+//
+//   - leading <think>…</think> and <thinking>…</thinking> blocks (tag names
+//     in any ASCII case, any number of them, white space around them);
+//   - text that starts with neither such a tag nor "{" or "`" (a JSON
+//     answer or a fenced one) up to and including the first </think> or
+//     </thinking>: chat templates that put the opening tag in the prompt
+//     make the model's text start inside the block.
+//
+// An opening tag that is never closed makes everything after it
+// reasoning: the result is "", which is no answer. Text without reasoning
+// is returned unchanged; anything after the reasoning is returned with
+// leading white space removed. Tags after the answer has started are
+// left alone.
+func StripReasoning(s string) string {
+	out, stripped := s, false
+	for {
+		t := strings.TrimLeft(out, " \t\r\n")
+		if tag, n := reasoningOpen(t); n > 0 {
+			end, m := indexClose(t[n:], tag)
+			if end < 0 {
+				return ""
+			}
+			out, stripped = t[n+end+m:], true
+			continue
+		}
+		if !stripped && !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "`") {
+			if end, m := indexClose(t, ""); end >= 0 {
+				out, stripped = t[end+m:], true
+				continue
+			}
+		}
+		if !stripped {
+			return s
+		}
+		return t
+	}
+}
+
+// reasoningOpen returns the tag name and length of the opening reasoning
+// tag s starts with, or 0.
+func reasoningOpen(s string) (string, int) {
+	for _, tag := range reasoningTags {
+		open := "<" + tag + ">"
+		if hasPrefixFold(s, open) {
+			return tag, len(open)
+		}
+	}
+	return "", 0
+}
+
+// indexClose returns the index and length of the first closing tag of tag
+// in s (of any reasoning tag when tag is ""), or -1.
+func indexClose(s, tag string) (int, int) {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] != '<' || s[i+1] != '/' {
+			continue
+		}
+		for _, t := range reasoningTags {
+			if tag != "" && t != tag {
+				continue
+			}
+			if c := "</" + t + ">"; hasPrefixFold(s[i:], c) {
+				return i, len(c)
+			}
+		}
+	}
+	return -1, 0
+}
+
+// hasPrefixFold is strings.HasPrefix ignoring ASCII case; prefix is
+// lower-case ASCII.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lisabot/lisa/messages"
 )
 
 // maxURLLength bounds a source URL.
@@ -112,9 +114,11 @@ type finalAnswer struct {
 }
 
 // parseFinal validates the model's final text. On failure it returns a
-// short description of the problem for the repair request.
+// short description of the problem for the repair request. Reasoning
+// before the answer (<think>…</think>, see [messages.StripReasoning]) is
+// removed first; reasoning that never closes leaves no answer.
 func parseFinal(content string, maxChars int) (markdown string, urls []string, problem string) {
-	s := stripFence(strings.TrimSpace(content))
+	s := stripFence(strings.TrimSpace(messages.StripReasoning(content)))
 	if s == "" {
 		return "", nil, "the reply was empty"
 	}

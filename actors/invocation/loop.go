@@ -108,7 +108,7 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 		}
 		repaired = true
 		r.msgs = append(r.msgs,
-			messages.ChatMessage{Role: messages.RoleAssistant, Content: resp.Content},
+			messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content)},
 			messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(problem, r.lim.MaxResponseCharacters)})
 	}
 }
@@ -139,7 +139,8 @@ func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 		}
 		r.callIDs[calls[i].ID] = true
 	}
-	r.msgs = append(r.msgs, messages.ChatMessage{Role: messages.RoleAssistant, Content: resp.Content, ToolCalls: calls})
+	// Reasoning is not sent back: it is the model's, not the conversation's.
+	r.msgs = append(r.msgs, messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content), ToolCalls: calls})
 	for _, c := range calls {
 		if err := ctx.Err(); err != nil {
 			return err

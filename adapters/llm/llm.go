@@ -145,7 +145,9 @@ func (c *Client) Complete(ctx context.Context, system, user string) (string, err
 	if len(resp.Choices) == 0 {
 		return "", badResponse("response has no choices")
 	}
-	text := strings.TrimSpace(resp.Choices[0].Message.Content)
+	// Reasoning (reasoning_content, or <think> blocks in the content) is
+	// dropped: it is never returned, logged or sent back.
+	text := strings.TrimSpace(messages.StripReasoning(resp.Choices[0].Message.Content))
 	if text == "" {
 		return "", badResponse("response is empty")
 	}
@@ -248,7 +250,10 @@ func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest)
 		return messages.ChatResponse{}, badResponse("response has no choices")
 	}
 	msg := resp.Choices[0].Message
-	out := messages.ChatResponse{Content: msg.Content}
+	// msg.ReasoningContent (DeepSeek-style reasoning_content) is ignored,
+	// and <think> blocks before the content are removed: reasoning never
+	// reaches the caller, so never a room, a log or a later request.
+	out := messages.ChatResponse{Content: messages.StripReasoning(msg.Content)}
 	for _, tc := range msg.ToolCalls {
 		if tc.ID == "" || tc.Function.Name == "" {
 			return messages.ChatResponse{}, badResponse("tool call lacks an id or a name")

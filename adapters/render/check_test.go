@@ -271,9 +271,7 @@ func checkContent(t testing.TB, b []byte, eventID string) parsed {
 	if c.RelatesTo.InReplyTo.EventID != eventID || c.Invocation != eventID {
 		t.Fatalf("relation: %s", b)
 	}
-	if c.Mentions == nil || len(c.Mentions) != 0 {
-		t.Fatalf("m.mentions not empty: %s", b)
-	}
+	checkMentions(t, c, b)
 	if c.Body == "" || !utf8.ValidString(c.Body) || !utf8.ValidString(c.FormattedBody) {
 		t.Fatalf("bad bodies: %q", b)
 	}
@@ -286,4 +284,35 @@ func checkContent(t testing.TB, b []byte, eventID string) parsed {
 	checkNoBidi(t, c.Body)
 	checkHTML(t, c.FormattedBody)
 	return c
+}
+
+// checkMentions fails t unless m.mentions is empty or names only the
+// invoking sender quoted at the start of the fallback, and the HTML links
+// to no user, which clients would show as a pill. Which senders are named
+// is TestMentionsAsker's business.
+func checkMentions(t testing.TB, c parsed, b []byte) {
+	t.Helper()
+	if c.Mentions == nil {
+		t.Fatalf("m.mentions missing: %s", b)
+	}
+	ids, has := c.Mentions["user_ids"]
+	if len(c.Mentions) > 1 || (len(c.Mentions) == 1 && !has) {
+		t.Fatalf("m.mentions has other fields: %s", b)
+	}
+	if has {
+		list, ok := ids.([]any)
+		if !ok || len(list) != 1 {
+			t.Fatalf("m.mentions = %v, want one user: %s", c.Mentions, b)
+		}
+		asker, _ := list[0].(string)
+		if asker == "" || !strings.HasPrefix(c.Body, "> <"+asker+">") {
+			t.Fatalf("m.mentions = %v names someone other than the quoted sender: %s", c.Mentions, b)
+		}
+	}
+	low := strings.ToLower(c.FormattedBody)
+	for _, pill := range []string{`href="https://matrix.to/#/@`, `href="https://matrix.to/#/%40`, `href="matrix:u/`, `href="matrix:user/`} {
+		if strings.Contains(low, pill) {
+			t.Fatalf("a pill (%s) in formatted_body: %s", pill, b)
+		}
+	}
 }

@@ -5,7 +5,7 @@
 // HTML disabled (raw HTML is shown as escaped text, never interpreted),
 // and rendered twice from the same tree: to HTML, filtered by a bluemonday
 // allowlist of Matrix's HTML subset in which links may only point to
-// http, https and matrix URLs (an unsafe link keeps its label as text and
+// http, https and matrix URLs, never to a user (an unsafe link keeps its label as text and
 // images become their alt text), and to the plain-text body by walking the
 // AST. Links cannot mislead (links.go): a target with credentials or an
 // invisible character is refused, a non-ASCII host is shown and followed
@@ -15,8 +15,9 @@
 // model, appends the Sources section (validated http(s) URLs,
 // de-duplicated, bounded, titles escaped and held to the link rule), and
 // the reply carries the m.in_reply_to relation, an escaped and bounded
-// fallback quote of the invoking message, an empty m.mentions and the
-// org.lisabot.invocation field. The whole content stays within
+// fallback quote of the invoking message, an m.mentions naming only the
+// invoking sender (so their client notifies them; links to users, which
+// clients show as pills, stay text) and the org.lisabot.invocation field. The whole content stays within
 // MaxContentBytes, cutting the answer with a visible marker if need be.
 // Parsing is bounded too (bounds.go): an answer with too much markup is
 // cut the same way, and nesting, emphasis delimiters, pending link

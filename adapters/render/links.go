@@ -333,7 +333,9 @@ const maxHrefBytes = 4096
 
 // safeHref returns s as the target of a link in an answer, and whether it
 // may be one: an absolute http or https URL with a host and without
-// credentials, or a matrix: URI. Anything else (javascript:, data:,
+// credentials, or a matrix: URI; links to users (matrix:u/… URIs and
+// matrix.to/#/@… permalinks, which clients show as pills) are not.
+// Anything else (javascript:, data:,
 // vbscript:, relative or protocol-relative references, unparseable text,
 // embedded white space, controls or invisible characters) is not. A
 // non-ASCII http(s) host is replaced with its IDNA form; one that has
@@ -356,14 +358,27 @@ func safeHref(s string) (string, bool) {
 	}
 	switch u.Scheme { // url.Parse lower-cases the scheme
 	case "http", "https":
-		if u.Host == "" || u.User != nil {
+		if u.Host == "" || u.User != nil || userPermalink(u) {
 			return "", false
 		}
 		return asciiHost(s, u)
 	case "matrix":
-		return s, u.Opaque != ""
+		o := strings.ToLower(u.Opaque)
+		// A link to a user is a pill: it would name someone other than
+		// the asker, whom m.mentions alone names.
+		return s, o != "" && !strings.HasPrefix(o, "u/") && !strings.HasPrefix(o, "user/")
 	}
 	return "", false
+}
+
+// userPermalink reports whether u is a matrix.to link to a user, which
+// clients show as a pill mentioning them.
+func userPermalink(u *url.URL) bool {
+	if hostKey(u.Hostname()) != "matrix.to" {
+		return false
+	}
+	f := strings.TrimLeft(u.Fragment, "/")
+	return strings.HasPrefix(f, "@")
 }
 
 // asciiHost returns the http(s) URL s, parsed as u, with its host in IDNA

@@ -132,7 +132,8 @@ func (r *Renderer) HTML(markdown string) (string, error) {
 }
 
 // Reply returns the JSON content of an m.text reply to the event
-// inReplyTo, with no sources and no fallback quote.
+// inReplyTo, with no sources, no fallback quote and an empty m.mentions:
+// the sender is unknown, so it pings nobody.
 func (r *Renderer) Reply(markdown, inReplyTo string) ([]byte, error) {
 	return r.Render(Answer{Markdown: markdown, InReplyTo: Invoking{EventID: inReplyTo}})
 }
@@ -140,11 +141,14 @@ func (r *Renderer) Reply(markdown, inReplyTo string) ([]byte, error) {
 // Render returns the exact JSON content of the m.room.message answering
 // a.InReplyTo: the answer in HTML and plain text, the Sources section, an
 // escaped and bounded fallback quote of the invoking message (when its
-// sender is known), the reply relation, an empty m.mentions and
-// InvocationKey. The content never exceeds MaxContentBytes: sources are
-// dropped from the end until they and the fallback take at most half of
-// it, and an answer that still does not fit is cut at a block or rune
-// boundary and ends with TruncatedMarker. An answer with more than
+// sender is known), the reply relation, m.mentions naming only the
+// invoking sender (empty when the sender is unknown or not a valid user
+// ID) and InvocationKey. Links to users, which clients show as pills, are
+// kept as text, so the reply mentions nobody else. The content never
+// exceeds MaxContentBytes: sources are dropped from the end until they
+// and the fallback take at most half of it, and an answer that still does
+// not fit is cut at a block or rune boundary and ends with
+// TruncatedMarker. An answer with more than
 // maxMarkup line breaks and markup characters is cut the same way before
 // it is parsed, and parsing is bounded (see bounds.go). The output is
 // deterministic.
@@ -156,7 +160,7 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 	if md == "" {
 		return nil, ErrEmpty
 	}
-	m := message{eventID: a.InReplyTo.EventID, fallback: replyFallback(a.InReplyTo)}
+	m := message{eventID: a.InReplyTo.EventID, fallback: replyFallback(a.InReplyTo), asker: askerID(a.InReplyTo.Sender)}
 
 	// The parts that do not depend on the answer, with the truncation
 	// marker counted, may take half the budget.
@@ -218,6 +222,32 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 	}
 }
 
+// askerID returns sender as the user m.mentions names, or "" when it is
+// not a user ID: "@", a localpart of printable ASCII without ":", ":",
+// and a server name (letters, digits, ".", "-", an IPv6 literal's
+// brackets and colons, a port), at most 255 bytes in all.
+func askerID(sender string) string {
+	if len(sender) > maxSenderBytes || !strings.HasPrefix(sender, "@") {
+		return ""
+	}
+	local, server, ok := strings.Cut(sender[1:], ":")
+	if !ok || local == "" || server == "" {
+		return ""
+	}
+	for i := 0; i < len(local); i++ {
+		if c := local[i]; c < 0x21 || c > 0x7e {
+			return ""
+		}
+	}
+	for i := 0; i < len(server); i++ {
+		c := server[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-:[]", c) >= 0) {
+			return ""
+		}
+	}
+	return sender
+}
+
 // cutMarkdown shortens md to at most n bytes, preferring to cut between
 // blocks (at a blank line), then at a line end, and otherwise at a rune
 // boundary, as long as that keeps at least half of the allowance.
@@ -239,6 +269,7 @@ type message struct {
 	eventID  string
 	fallback fallback
 	sources  rendered
+	asker    string // the user m.mentions names, or ""
 }
 
 // content is the JSON shape of the reply, in a fixed field order.
@@ -248,8 +279,14 @@ type content struct {
 	Format        string    `json:"format"`
 	FormattedBody string    `json:"formatted_body"`
 	RelatesTo     relatesTo `json:"m.relates_to"`
-	Mentions      struct{}  `json:"m.mentions"` // empty: Lisa pings nobody
+	Mentions      mentions  `json:"m.mentions"`
 	Invocation    string    `json:"org.lisabot.invocation"`
+}
+
+// mentions is m.mentions: the asker, so their client notifies them, and
+// nobody else. Without a known asker it is empty and pings nobody.
+type mentions struct {
+	UserIDs []string `json:"user_ids,omitempty"`
 }
 
 type relatesTo struct {
@@ -287,6 +324,9 @@ func (m message) encode(ans rendered, truncated bool) ([]byte, error) {
 		c.Body = m.fallback.plain + "\n\n" + c.Body
 	}
 	c.RelatesTo.InReplyTo.EventID = m.eventID
+	if m.asker != "" {
+		c.Mentions.UserIDs = []string{m.asker}
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // smaller, and the content is never embedded in HTML

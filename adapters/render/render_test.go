@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -523,4 +524,59 @@ func indent(t *testing.T, b []byte) string {
 		t.Fatal(err)
 	}
 	return out.String() + "\n"
+}
+
+// TestMentionsAsker: a reply's m.mentions names the invoking sender, and
+// only them, so their client notifies them; a sender that is not a user
+// ID, or no sender (persona replies through Reply), names nobody. Links
+// to users stay text, so the bodies carry no pill for anyone else.
+func TestMentionsAsker(t *testing.T) {
+	r := New()
+	for _, c := range []struct {
+		sender string
+		want   []string
+	}{
+		{"@alice:example.org", []string{"@alice:example.org"}},
+		{"@a:b", []string{"@a:b"}},
+		{"@bob:[::1]:8448", []string{"@bob:[::1]:8448"}},
+		{"", nil},
+		{"@:evil", nil},
+		{"alice:example.org", nil},
+		{"@alice", nil},
+		{"@a b:example.org", nil},
+		{"@a:b</blockquote><script>", nil},
+		{"@a:b\n", nil},
+		{"@" + strings.Repeat("a", 250) + ":example.org", nil},
+	} {
+		b, err := r.Render(Answer{Markdown: "Ask [Bob](https://matrix.to/#/@bob:example.org), " +
+			"[Carol](matrix:u/carol:example.org) or <https://matrix.to/#/%40dave:example.org>; [the room](matrix:r/lisa:example.org) knows.",
+			InReplyTo: Invoking{EventID: "$e", Sender: c.sender, Body: "who knows?"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Mentions      map[string][]string `json:"m.mentions"`
+			FormattedBody string              `json:"formatted_body"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Mentions["user_ids"], c.want) || (c.want == nil && len(got.Mentions) != 0) {
+			t.Errorf("sender %q: m.mentions = %v, want user_ids %v", c.sender, got.Mentions, c.want)
+		}
+		if strings.Contains(got.FormattedBody, `href="https://matrix.to`) || strings.Contains(got.FormattedBody, `href="matrix:u/`) {
+			t.Errorf("sender %q: a user link in %s", c.sender, got.FormattedBody)
+		}
+		if !strings.Contains(got.FormattedBody, `href="matrix:r/lisa:example.org"`) {
+			t.Errorf("room link lost: %s", got.FormattedBody)
+		}
+		checkContent(t, b, "$e")
+	}
+	b, err := r.Reply("Sorry.", "$e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"m.mentions":{}`) {
+		t.Errorf("Reply without a sender: %s", b)
+	}
 }
