@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/testkit/proxyenv"
 )
 
 // TestPooledTransportKeepsConnections: a burst of requests as wide as
@@ -113,50 +114,6 @@ func TestTransportsRefuseProxyEnvironment(t *testing.T) {
 // where TestTransportIgnoresProxyEnvironment's servers listen.
 const proxyHelperEnv = "LISA_TEST_PROXY_HELPER"
 
-// proxyEnvironment is os.Environ with every proxy variable pointing at
-// proxyURL (and no NO_PROXY, no CGI REQUEST_METHOD that would disable
-// HTTP_PROXY).
-func proxyEnvironment(proxyURL string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(k) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "REQUEST_METHOD":
-			continue
-		}
-		env = append(env, kv)
-	}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"} {
-		env = append(env, k+"="+proxyURL)
-	}
-	return env
-}
-
-// countingProxy is a loopback listener that counts and drops every
-// connection: a transport that obeys the proxy variables fails against it.
-func countingProxy(t *testing.T) (url string, conns *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns = new(atomic.Int64)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); <-done })
-	return "http://" + ln.Addr().String(), conns
-}
-
 // TestTransportIgnoresProxyEnvironment runs the test binary again with
 // HTTP_PROXY, HTTPS_PROXY and ALL_PROXY naming a loopback listener and
 // has it send plain and TLS requests for a non-loopback host name (the
@@ -177,7 +134,7 @@ func TestTransportIgnoresProxyEnvironment(t *testing.T) {
 	defer plain.Close()
 	secure := httptest.NewTLSServer(h)
 	defer secure.Close()
-	proxyURL, conns := countingProxy(t)
+	proxyURL, conns := proxyenv.CountingProxy(t)
 
 	spec := filepath.Join(t.TempDir(), "spec")
 	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: secure.Certificate().Raw})
@@ -186,7 +143,7 @@ func TestTransportIgnoresProxyEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTransportIgnoresProxyEnvironment$", "-test.count=1", "-test.v")
-	cmd.Env = append(proxyEnvironment(proxyURL), proxyHelperEnv+"="+spec)
+	cmd.Env = append(proxyenv.Env(proxyURL), proxyHelperEnv+"="+spec)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("helper failed: %v\n%s", err, out)

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lisabot/lisa/testkit/llmfake"
+	"github.com/lisabot/lisa/testkit/proxyenv"
 )
 
 // proxyHelperEnv carries the fake endpoint's address to the re-executed
@@ -82,38 +82,9 @@ func TestNewIgnoresProxyEnvironment(t *testing.T) {
 	}
 	srv := llmfake.Start(t, llmfake.WithAPIKey("k"), llmfake.WithModels("m"))
 	srv.Enqueue(llmfake.Text("direct"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			_ = c.Close()
-		}
-	}()
-	defer func() { _ = ln.Close(); <-done }()
+	proxyURL, conns := proxyenv.CountingProxy(t)
 
-	proxyURL := "http://" + ln.Addr().String()
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(k) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "REQUEST_METHOD":
-			continue
-		}
-		env = append(env, kv)
-	}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"} {
-		env = append(env, k+"="+proxyURL)
-	}
+	env := proxyenv.Env(proxyURL)
 	host := strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/v1"), "http://")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNewIgnoresProxyEnvironment$", "-test.count=1", "-test.v")
 	cmd.Env = append(env, proxyHelperEnv+"="+host)

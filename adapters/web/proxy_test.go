@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lisabot/lisa/testkit/proxyenv"
 )
 
 // proxyHelperEnv carries the page URL to the re-executed test binary in
@@ -46,39 +48,10 @@ func TestFetcherIgnoresProxyEnvironment(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "direct")
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			_ = c.Close()
-		}
-	}()
-	defer func() { _ = ln.Close(); <-done }()
+	proxyURL, conns := proxyenv.CountingProxy(t)
 
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	proxyURL := "http://" + ln.Addr().String()
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(k) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "REQUEST_METHOD":
-			continue
-		}
-		env = append(env, kv)
-	}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"} {
-		env = append(env, k+"="+proxyURL)
-	}
+	env := proxyenv.Env(proxyURL)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFetcherIgnoresProxyEnvironment$", "-test.count=1", "-test.v")
 	cmd.Env = append(env, proxyHelperEnv+"=http://page.example.com:"+port+"/")
 	out, err := cmd.CombinedOutput()
