@@ -2,6 +2,7 @@ package room
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -129,8 +130,7 @@ func (s *State) Apply(ev proto.Message) error {
 			Candidate: c, QueuedAtMs: e.GetRefusedAtMs(), ReadyAtMs: e.GetRefusedAtMs(),
 			Ready: true, IsError: true, Notice: true, TxnID: e.GetNoticeTxnId(), Content: e.GetNoticeContent(),
 		}
-		at := min(1, len(s.Queue))
-		s.Queue = append(s.Queue[:at], append([]*Invocation{notice}, s.Queue[at:]...)...)
+		s.Queue = slices.Insert(s.Queue, min(1, len(s.Queue)), notice)
 		s.NoticeAtMs = e.GetRefusedAtMs()
 	case *roompb.InvocationStarted:
 		inv, err := s.find(e.GetEventId())
