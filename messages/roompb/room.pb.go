@@ -44,9 +44,29 @@ type Candidate struct {
 	// Raw JSON of the room's timeline events that preceded this one in the
 	// same /sync response, oldest first and bounded: the context of last
 	// resort when GET /context fails.
-	BatchEvents   [][]byte `protobuf:"bytes,10,rep,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BatchEvents [][]byte `protobuf:"bytes,10,rep,name=batch_events,json=batchEvents,proto3" json:"batch_events,omitempty"`
+	// The thread root when the invoking event is in a thread
+	// (m.relates_to.rel_type = m.thread): the reply goes into that thread and
+	// the context is the thread.
+	ThreadRootEventId string `protobuf:"bytes,11,opt,name=thread_root_event_id,json=threadRootEventId,proto3" json:"thread_root_event_id,omitempty"`
+	// Inbox form of an edit (m.replace): event_id is the edit event's ID and
+	// this is the original message it edits. The room turns it into a text
+	// update of a queued invocation (InvocationEdited), a new invocation
+	// keyed to the original (edit_event_id set), or nothing.
+	ReplacesEventId string `protobuf:"bytes,12,opt,name=replaces_event_id,json=replacesEventId,proto3" json:"replaces_event_id,omitempty"`
+	// Inbox form of a redaction: event_id is the redaction event's ID and
+	// this is the event it removes (trigger "redaction").
+	RedactsEventId string `protobuf:"bytes,13,opt,name=redacts_event_id,json=redactsEventId,proto3" json:"redacts_event_id,omitempty"`
+	// Queued form of an invocation made or updated by an edit: event_id is
+	// the original message, this is the edit whose text is used. Its inbox
+	// entry is keyed by this ID.
+	EditEventId string `protobuf:"bytes,14,opt,name=edit_event_id,json=editEventId,proto3" json:"edit_event_id,omitempty"`
+	// True for an edit whose original message was itself routed to the room
+	// as a candidate: such an edit can only update a queued invocation's
+	// text, never start one.
+	OriginalRouted bool `protobuf:"varint,15,opt,name=original_routed,json=originalRouted,proto3" json:"original_routed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Candidate) Reset() {
@@ -147,6 +167,41 @@ func (x *Candidate) GetBatchEvents() [][]byte {
 		return x.BatchEvents
 	}
 	return nil
+}
+
+func (x *Candidate) GetThreadRootEventId() string {
+	if x != nil {
+		return x.ThreadRootEventId
+	}
+	return ""
+}
+
+func (x *Candidate) GetReplacesEventId() string {
+	if x != nil {
+		return x.ReplacesEventId
+	}
+	return ""
+}
+
+func (x *Candidate) GetRedactsEventId() string {
+	if x != nil {
+		return x.RedactsEventId
+	}
+	return ""
+}
+
+func (x *Candidate) GetEditEventId() string {
+	if x != nil {
+		return x.EditEventId
+	}
+	return ""
+}
+
+func (x *Candidate) GetOriginalRouted() bool {
+	if x != nil {
+		return x.OriginalRouted
+	}
+	return false
 }
 
 // SyncCursor is the sync ledger's single record.
@@ -806,6 +861,248 @@ func (x *ReplyAbandoned) GetAbandonedAtMs() int64 {
 	return 0
 }
 
+// InvocationEdited: the invoking message was edited before its first
+// attempt started; the invocation answers the new text.
+type InvocationEdited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EditEventId   string                 `protobuf:"bytes,2,opt,name=edit_event_id,json=editEventId,proto3" json:"edit_event_id,omitempty"`
+	Body          string                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	FormattedBody string                 `protobuf:"bytes,4,opt,name=formatted_body,json=formattedBody,proto3" json:"formatted_body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvocationEdited) Reset() {
+	*x = InvocationEdited{}
+	mi := &file_room_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvocationEdited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvocationEdited) ProtoMessage() {}
+
+func (x *InvocationEdited) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvocationEdited.ProtoReflect.Descriptor instead.
+func (*InvocationEdited) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *InvocationEdited) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *InvocationEdited) GetEditEventId() string {
+	if x != nil {
+		return x.EditEventId
+	}
+	return ""
+}
+
+func (x *InvocationEdited) GetBody() string {
+	if x != nil {
+		return x.Body
+	}
+	return ""
+}
+
+func (x *InvocationEdited) GetFormattedBody() string {
+	if x != nil {
+		return x.FormattedBody
+	}
+	return ""
+}
+
+// InvocationRedacted: the invoking message was redacted. An invocation
+// whose reply was not fixed yet is dropped; a reply already sent (or in
+// flight) is redacted in turn.
+type InvocationRedacted struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	EventId          string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	RedactionEventId string                 `protobuf:"bytes,2,opt,name=redaction_event_id,json=redactionEventId,proto3" json:"redaction_event_id,omitempty"`
+	// Lisa's reply to redact, when it was already sent.
+	ReplyEventId  string `protobuf:"bytes,3,opt,name=reply_event_id,json=replyEventId,proto3" json:"reply_event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvocationRedacted) Reset() {
+	*x = InvocationRedacted{}
+	mi := &file_room_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvocationRedacted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvocationRedacted) ProtoMessage() {}
+
+func (x *InvocationRedacted) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvocationRedacted.ProtoReflect.Descriptor instead.
+func (*InvocationRedacted) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *InvocationRedacted) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *InvocationRedacted) GetRedactionEventId() string {
+	if x != nil {
+		return x.RedactionEventId
+	}
+	return ""
+}
+
+func (x *InvocationRedacted) GetReplyEventId() string {
+	if x != nil {
+		return x.ReplyEventId
+	}
+	return ""
+}
+
+// ReactionSent: the wait reaction (runtime.wait_reaction) was put on the
+// invoking message; it is removed when the invocation ends.
+type ReactionSent struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	EventId         string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	ReactionEventId string                 `protobuf:"bytes,2,opt,name=reaction_event_id,json=reactionEventId,proto3" json:"reaction_event_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ReactionSent) Reset() {
+	*x = ReactionSent{}
+	mi := &file_room_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReactionSent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReactionSent) ProtoMessage() {}
+
+func (x *ReactionSent) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReactionSent.ProtoReflect.Descriptor instead.
+func (*ReactionSent) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReactionSent) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ReactionSent) GetReactionEventId() string {
+	if x != nil {
+		return x.ReactionEventId
+	}
+	return ""
+}
+
+// Redacted: an event of Lisa's (a wait reaction, or a reply whose question
+// was redacted) was redacted, or given up with code set.
+type Redacted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Redacted) Reset() {
+	*x = Redacted{}
+	mi := &file_room_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Redacted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Redacted) ProtoMessage() {}
+
+func (x *Redacted) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Redacted.ProtoReflect.Descriptor instead.
+func (*Redacted) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Redacted) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *Redacted) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // Invocation is one non-terminal invocation inside a snapshot.
 type Invocation struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -824,14 +1121,19 @@ type Invocation struct {
 	// The reply is not sent again before this (ReplyHeld; 0: not held).
 	HeldUntilMs int64 `protobuf:"varint,11,opt,name=held_until_ms,json=heldUntilMs,proto3" json:"held_until_ms,omitempty"`
 	// True for an overload notice (InvocationRefused with a notice).
-	Notice        bool `protobuf:"varint,12,opt,name=notice,proto3" json:"notice,omitempty"`
+	Notice bool `protobuf:"varint,12,opt,name=notice,proto3" json:"notice,omitempty"`
+	// The wait reaction on the invoking message (ReactionSent).
+	ReactionEventId string `protobuf:"bytes,13,opt,name=reaction_event_id,json=reactionEventId,proto3" json:"reaction_event_id,omitempty"`
+	// The invoking message was redacted while the reply was in flight: the
+	// reply is redacted once sent.
+	Redacted      bool `protobuf:"varint,14,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_room_proto_msgTypes[11]
+	mi := &file_room_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1145,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[11]
+	mi := &file_room_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1158,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{11}
+	return file_room_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Invocation) GetCandidate() *Candidate {
@@ -943,6 +1245,20 @@ func (x *Invocation) GetNotice() bool {
 	return false
 }
 
+func (x *Invocation) GetReactionEventId() string {
+	if x != nil {
+		return x.ReactionEventId
+	}
+	return ""
+}
+
+func (x *Invocation) GetRedacted() bool {
+	if x != nil {
+		return x.Redacted
+	}
+	return false
+}
+
 // RoomSnapshot is the room state before the journal event at
 // next_event_index.
 type RoomSnapshot struct {
@@ -959,14 +1275,21 @@ type RoomSnapshot struct {
 	// Candidates refused by the queue or sender limits.
 	Refused uint64 `protobuf:"varint,9,opt,name=refused,proto3" json:"refused,omitempty"`
 	// When the latest overload notice was queued.
-	NoticeAtMs    int64 `protobuf:"varint,10,opt,name=notice_at_ms,json=noticeAtMs,proto3" json:"notice_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NoticeAtMs int64 `protobuf:"varint,10,opt,name=notice_at_ms,json=noticeAtMs,proto3" json:"notice_at_ms,omitempty"`
+	// Reply event IDs of the recent invocations, parallel to recent ("" when
+	// none was sent).
+	RecentReplies []string `protobuf:"bytes,11,rep,name=recent_replies,json=recentReplies,proto3" json:"recent_replies,omitempty"`
+	// Lisa's events still to redact, oldest first.
+	PendingRedactions []string `protobuf:"bytes,12,rep,name=pending_redactions,json=pendingRedactions,proto3" json:"pending_redactions,omitempty"`
+	Redacted          uint64   `protobuf:"varint,13,opt,name=redacted,proto3" json:"redacted,omitempty"`
+	Edited            uint64   `protobuf:"varint,14,opt,name=edited,proto3" json:"edited,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RoomSnapshot) Reset() {
 	*x = RoomSnapshot{}
-	mi := &file_room_proto_msgTypes[12]
+	mi := &file_room_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1301,7 @@ func (x *RoomSnapshot) String() string {
 func (*RoomSnapshot) ProtoMessage() {}
 
 func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[12]
+	mi := &file_room_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1314,7 @@ func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSnapshot.ProtoReflect.Descriptor instead.
 func (*RoomSnapshot) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{12}
+	return file_room_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RoomSnapshot) GetNextEventIndex() uint64 {
@@ -1064,12 +1387,40 @@ func (x *RoomSnapshot) GetNoticeAtMs() int64 {
 	return 0
 }
 
+func (x *RoomSnapshot) GetRecentReplies() []string {
+	if x != nil {
+		return x.RecentReplies
+	}
+	return nil
+}
+
+func (x *RoomSnapshot) GetPendingRedactions() []string {
+	if x != nil {
+		return x.PendingRedactions
+	}
+	return nil
+}
+
+func (x *RoomSnapshot) GetRedacted() uint64 {
+	if x != nil {
+		return x.Redacted
+	}
+	return 0
+}
+
+func (x *RoomSnapshot) GetEdited() uint64 {
+	if x != nil {
+		return x.Edited
+	}
+	return 0
+}
+
 var File_room_proto protoreflect.FileDescriptor
 
 const file_room_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"room.proto\x12\flisa.room.v1\"\xb9\x02\n" +
+	"room.proto\x12\flisa.room.v1\"\x8d\x04\n" +
 	"\tCandidate\x12\x17\n" +
 	"\aroom_id\x18\x01 \x01(\tR\x06roomId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x16\n" +
@@ -1082,7 +1433,12 @@ const file_room_proto_rawDesc = "" +
 	"\x11reply_to_event_id\x18\b \x01(\tR\x0ereplyToEventId\x12\x1b\n" +
 	"\tinbox_seq\x18\t \x01(\x04R\binboxSeq\x12!\n" +
 	"\fbatch_events\x18\n" +
-	" \x03(\fR\vbatchEvents\"\x87\x02\n" +
+	" \x03(\fR\vbatchEvents\x12/\n" +
+	"\x14thread_root_event_id\x18\v \x01(\tR\x11threadRootEventId\x12*\n" +
+	"\x11replaces_event_id\x18\f \x01(\tR\x0freplacesEventId\x12(\n" +
+	"\x10redacts_event_id\x18\r \x01(\tR\x0eredactsEventId\x12\"\n" +
+	"\redit_event_id\x18\x0e \x01(\tR\veditEventId\x12'\n" +
+	"\x0foriginal_routed\x18\x0f \x01(\bR\x0eoriginalRouted\"\x87\x02\n" +
 	"\n" +
 	"SyncCursor\x12\x1d\n" +
 	"\n" +
@@ -1137,7 +1493,22 @@ const file_room_proto_rawDesc = "" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
-	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\x8b\x03\n" +
+	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\x8c\x01\n" +
+	"\x10InvocationEdited\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\"\n" +
+	"\redit_event_id\x18\x02 \x01(\tR\veditEventId\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x12%\n" +
+	"\x0eformatted_body\x18\x04 \x01(\tR\rformattedBody\"\x83\x01\n" +
+	"\x12InvocationRedacted\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
+	"\x12redaction_event_id\x18\x02 \x01(\tR\x10redactionEventId\x12$\n" +
+	"\x0ereply_event_id\x18\x03 \x01(\tR\freplyEventId\"U\n" +
+	"\fReactionSent\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12*\n" +
+	"\x11reaction_event_id\x18\x02 \x01(\tR\x0freactionEventId\"9\n" +
+	"\bRedacted\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xd3\x03\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -1153,7 +1524,9 @@ const file_room_proto_rawDesc = "" +
 	"\vready_at_ms\x18\n" +
 	" \x01(\x03R\treadyAtMs\x12\"\n" +
 	"\rheld_until_ms\x18\v \x01(\x03R\vheldUntilMs\x12\x16\n" +
-	"\x06notice\x18\f \x01(\bR\x06notice\"\xe8\x02\n" +
+	"\x06notice\x18\f \x01(\bR\x06notice\x12*\n" +
+	"\x11reaction_event_id\x18\r \x01(\tR\x0freactionEventId\x12\x1a\n" +
+	"\bredacted\x18\x0e \x01(\bR\bredacted\"\xf2\x03\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
@@ -1168,7 +1541,11 @@ const file_room_proto_rawDesc = "" +
 	"\arefused\x18\t \x01(\x04R\arefused\x12 \n" +
 	"\fnotice_at_ms\x18\n" +
 	" \x01(\x03R\n" +
-	"noticeAtMsB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
+	"noticeAtMs\x12%\n" +
+	"\x0erecent_replies\x18\v \x03(\tR\rrecentReplies\x12-\n" +
+	"\x12pending_redactions\x18\f \x03(\tR\x11pendingRedactions\x12\x1a\n" +
+	"\bredacted\x18\r \x01(\x04R\bredacted\x12\x16\n" +
+	"\x06edited\x18\x0e \x01(\x04R\x06editedB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
 
 var (
 	file_room_proto_rawDescOnce sync.Once
@@ -1182,7 +1559,7 @@ func file_room_proto_rawDescGZIP() []byte {
 	return file_room_proto_rawDescData
 }
 
-var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_room_proto_goTypes = []any{
 	(*Candidate)(nil),           // 0: lisa.room.v1.Candidate
 	(*SyncCursor)(nil),          // 1: lisa.room.v1.SyncCursor
@@ -1195,16 +1572,20 @@ var file_room_proto_goTypes = []any{
 	(*ReplyHeld)(nil),           // 8: lisa.room.v1.ReplyHeld
 	(*ReplySent)(nil),           // 9: lisa.room.v1.ReplySent
 	(*ReplyAbandoned)(nil),      // 10: lisa.room.v1.ReplyAbandoned
-	(*Invocation)(nil),          // 11: lisa.room.v1.Invocation
-	(*RoomSnapshot)(nil),        // 12: lisa.room.v1.RoomSnapshot
-	nil,                         // 13: lisa.room.v1.SyncCursor.LastEventIdsEntry
+	(*InvocationEdited)(nil),    // 11: lisa.room.v1.InvocationEdited
+	(*InvocationRedacted)(nil),  // 12: lisa.room.v1.InvocationRedacted
+	(*ReactionSent)(nil),        // 13: lisa.room.v1.ReactionSent
+	(*Redacted)(nil),            // 14: lisa.room.v1.Redacted
+	(*Invocation)(nil),          // 15: lisa.room.v1.Invocation
+	(*RoomSnapshot)(nil),        // 16: lisa.room.v1.RoomSnapshot
+	nil,                         // 17: lisa.room.v1.SyncCursor.LastEventIdsEntry
 }
 var file_room_proto_depIdxs = []int32{
-	13, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
+	17, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
 	0,  // 1: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 2: lisa.room.v1.InvocationRefused.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 3: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
-	11, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
+	15, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
 	5,  // [5:5] is the sub-list for method output_type
 	5,  // [5:5] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
@@ -1223,7 +1604,7 @@ func file_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_room_proto_rawDesc), len(file_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
