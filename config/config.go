@@ -100,6 +100,9 @@ type PersonaConfig struct {
 	// OverloadError is the in-character reply sent when an invocation runs
 	// out of time, iterations or budget.
 	OverloadError string `koanf:"overload_error"`
+	// TimeZone is the IANA time zone (e.g. "Europe/Berlin") in which the
+	// system prompt gives the current date and time, besides UTC.
+	TimeZone string `koanf:"time_zone"`
 }
 
 // ContextConfig is the [context] section.
@@ -200,6 +203,13 @@ type RuntimeConfig struct {
 	// SenderRateWindowSeconds is the window of SenderRateLimit, and the
 	// shortest time between two overload replies in a room.
 	SenderRateWindowSeconds int `koanf:"sender_rate_window_seconds"`
+	// WaitReaction is the reaction Lisa puts on an invoking message whose
+	// answer has been pending for WaitReactionSeconds; she removes it when
+	// she answers. Empty turns it off.
+	WaitReaction string `koanf:"wait_reaction"`
+	// WaitReactionSeconds is how long an invocation may wait (queued
+	// behind others or running) before it gets WaitReaction.
+	WaitReactionSeconds int `koanf:"wait_reaction_seconds"`
 	// MetricsListen is the loopback host:port of the Prometheus endpoint
 	// (/metrics). Empty turns it off. Non-loopback addresses are refused.
 	MetricsListen string `koanf:"metrics_listen"`
@@ -209,6 +219,9 @@ type RuntimeConfig struct {
 func (r RuntimeConfig) InvocationTimeout() time.Duration {
 	return seconds(r.InvocationTimeoutSeconds)
 }
+
+// WaitReactionAfter returns WaitReactionSeconds as a duration.
+func (r RuntimeConfig) WaitReactionAfter() time.Duration { return seconds(r.WaitReactionSeconds) }
 
 // SenderRateWindow returns SenderRateWindowSeconds as a duration.
 func (r RuntimeConfig) SenderRateWindow() time.Duration { return seconds(r.SenderRateWindowSeconds) }

@@ -31,6 +31,7 @@ func Default() Config {
 		Persona: PersonaConfig{
 			GenericError:  "Oh dear, I lost my train of thought there. Could you ask me once more?",
 			OverloadError: "That is more than I can work through right now. Could you try a smaller question?",
+			TimeZone:      "UTC",
 		},
 		Context: ContextConfig{
 			MaxEvents:          40,
@@ -60,6 +61,8 @@ func Default() Config {
 			RoomQueueLimit:           20,
 			SenderRateLimit:          6,
 			SenderRateWindowSeconds:  60,
+			WaitReaction:             "⏳",
+			WaitReactionSeconds:      10,
 			LogLevel:                 "info",
 		},
 	}

@@ -110,6 +110,11 @@ const (
 	MaxSenderRateLimit = 1_000
 	// MaxSenderRateWindowSeconds bounds runtime.sender_rate_window_seconds.
 	MaxSenderRateWindowSeconds = 86_400
+	// MaxWaitReactionSeconds bounds runtime.wait_reaction_seconds.
+	MaxWaitReactionSeconds = 3_600
+	// MaxWaitReactionChars bounds runtime.wait_reaction (one emoji, maybe
+	// with modifiers).
+	MaxWaitReactionChars = 16
 	// MaxUnixSocketPathBytes is the longest path a Unix domain socket can
 	// be bound to on Linux: sun_path holds 108 bytes including the
 	// terminating NUL. runtime.admin_socket is checked against it.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -146,6 +147,9 @@ func (p PersonaConfig) validate(ps *Problems) {
 	if msg := textProblem(p.OverloadError, MaxErrorMessageChars, true); msg != "" {
 		ps.add("persona.overload_error", "%s", msg)
 	}
+	if _, err := time.LoadLocation(p.TimeZone); err != nil || p.TimeZone == "" || p.TimeZone == "Local" {
+		ps.add("persona.time_zone", "must be an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"")
+	}
 }
 
 func (c ContextConfig) validate(ps *Problems) {
@@ -194,6 +198,12 @@ func (r RuntimeConfig) validate(ps *Problems) {
 	checkRange(ps, "runtime.room_queue_limit", r.RoomQueueLimit, 1, MaxRoomQueueLimit)
 	checkRange(ps, "runtime.sender_rate_limit", r.SenderRateLimit, 0, MaxSenderRateLimit)
 	checkRange(ps, "runtime.sender_rate_window_seconds", r.SenderRateWindowSeconds, 1, MaxSenderRateWindowSeconds)
+	checkRange(ps, "runtime.wait_reaction_seconds", r.WaitReactionSeconds, 1, MaxWaitReactionSeconds)
+	if r.WaitReaction != "" {
+		if msg := textProblem(r.WaitReaction, MaxWaitReactionChars, false); msg != "" {
+			ps.add("runtime.wait_reaction", "%s", msg)
+		}
+	}
 	switch strings.ToLower(r.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:

@@ -196,6 +196,13 @@ func TestValidateRules(t *testing.T) {
 		{"sender rate negative", func(c *Config) { c.Runtime.SenderRateLimit = -1 }, "runtime.sender_rate_limit", "between"},
 		{"sender rate high", func(c *Config) { c.Runtime.SenderRateLimit = MaxSenderRateLimit + 1 }, "runtime.sender_rate_limit", "between"},
 		{"sender window zero", func(c *Config) { c.Runtime.SenderRateWindowSeconds = 0 }, "runtime.sender_rate_window_seconds", "between"},
+		{"wait reaction zero", func(c *Config) { c.Runtime.WaitReactionSeconds = 0 }, "runtime.wait_reaction_seconds", "between"},
+		{"wait reaction high", func(c *Config) { c.Runtime.WaitReactionSeconds = MaxWaitReactionSeconds + 1 }, "runtime.wait_reaction_seconds", "between"},
+		{"wait reaction long", func(c *Config) { c.Runtime.WaitReaction = strings.Repeat("⏳", 17) }, "runtime.wait_reaction", "longer"},
+		{"wait reaction newline", func(c *Config) { c.Runtime.WaitReaction = "a\nb" }, "runtime.wait_reaction", "control"},
+		{"time zone unknown", func(c *Config) { c.Persona.TimeZone = "Mars/Olympus" }, "persona.time_zone", "IANA"},
+		{"time zone local", func(c *Config) { c.Persona.TimeZone = "Local" }, "persona.time_zone", "IANA"},
+		{"time zone empty", func(c *Config) { c.Persona.TimeZone = "" }, "persona.time_zone", "IANA"},
 		{"sender window high", func(c *Config) { c.Runtime.SenderRateWindowSeconds = MaxSenderRateWindowSeconds + 1 }, "runtime.sender_rate_window_seconds", "between"},
 
 		// Consistency between keys.
