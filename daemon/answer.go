@@ -30,7 +30,7 @@ var (
 	_ invocation.ToolSessions   = (*research.Service)(nil)
 	_ invocation.ToolRunner     = (*tools.Client)(nil)
 	_ tools.Handler             = (*research.Service)(nil)
-	_ research.Searcher         = (*search.Client)(nil)
+	_ research.LimitedSearcher  = (*search.Client)(nil)
 	_ research.Fetcher          = (*web.Fetcher)(nil)
 	_ research.Converter        = (*pandoc.Converter)(nil)
 )
@@ -56,6 +56,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 
 		MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
 		MaxTotalArtifactBytes:   int64(cfg.Web.MaxTotalArtifactBytes),
+		MaxSearchResults:        cfg.Search.MaxResults,
 	}
 	if cfg.Search.Enabled() {
 		deps.Search = search.New(search.Config{Endpoint: cfg.Search.Endpoint, APIKey: res.SearchAPIKey.Reveal(),

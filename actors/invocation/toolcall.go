@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -100,7 +101,9 @@ func safeCall(ctx context.Context, t Tool, args json.RawMessage) (res messages.T
 }
 
 // checkArguments parses the model's arguments as one JSON object and checks
-// the basics of schema: required properties, no undeclared properties when
+// the basics of schema: required properties (one that may be null may be
+// omitted: strict schemas list optional arguments as required and
+// nullable, and models often leave them out), no undeclared properties when
 // additionalProperties is false, and the JSON type of declared properties.
 // Deeper validation is the tool's job. Empty arguments mean {}.
 func checkArguments(raw string, schema json.RawMessage) (json.RawMessage, string) {
@@ -121,7 +124,7 @@ func checkArguments(raw string, schema json.RawMessage) (json.RawMessage, string
 		return json.RawMessage(raw), ""
 	}
 	for _, name := range s.Required {
-		if _, ok := obj[name]; !ok {
+		if _, ok := obj[name]; !ok && !slices.Contains(schemaTypes(s.Properties[name]), "null") {
 			return nil, fmt.Sprintf("missing required argument %q", name)
 		}
 	}
@@ -179,8 +182,9 @@ func matchesType(val json.RawMessage, want []string) bool {
 				return true
 			}
 		case "integer":
+			// json.Number also decodes a quoted number: look first.
 			var n json.Number
-			if json.Unmarshal(v, &n) == nil {
+			if (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) && json.Unmarshal(v, &n) == nil {
 				if _, err := n.Int64(); err == nil {
 					return true
 				}

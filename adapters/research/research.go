@@ -17,7 +17,18 @@ import (
 
 // Searcher runs web searches.
 type Searcher interface {
+	// Search returns the engine's results for query, at most the
+	// searcher's own maximum.
 	Search(ctx context.Context, query string) ([]messages.SearchHit, error)
+}
+
+// LimitedSearcher is a [Searcher] that can be asked for fewer results
+// than its maximum (search.Client is one). Without it, web_search cuts
+// the results of Search to the count asked for.
+type LimitedSearcher interface {
+	Searcher
+	// SearchLimit is Search returning at most n results (n >= 1).
+	SearchLimit(ctx context.Context, query string, n int) ([]messages.SearchHit, error)
 }
 
 // Fetcher downloads web pages.
@@ -39,6 +50,10 @@ type URLValidator func(raw string) (*url.URL, error)
 // not positive.
 const DefaultMaxSessions = 256
 
+// DefaultMaxSearchResults bounds web_search's result_count when
+// Deps.MaxSearchResults is not positive.
+const DefaultMaxSearchResults = 5
+
 // Deps are the services and limits shared by all sessions.
 type Deps struct {
 	Search  Searcher // nil disables web_search
@@ -55,6 +70,10 @@ type Deps struct {
 	// MaxSessions bounds the sessions open at once; 0 means
 	// DefaultMaxSessions.
 	MaxSessions int
+	// MaxSearchResults (search.max_results) bounds web_search's optional
+	// result_count argument and is its default; 0 means
+	// DefaultMaxSearchResults.
+	MaxSearchResults int
 }
 
 // ErrTooManySessions is returned by [Service.Open] when MaxSessions
@@ -65,9 +84,10 @@ var ErrTooManySessions = errors.New("research: too many open sessions")
 // invocation (opened and closed by the invocation), and the handler that
 // runs every call in the tool pool. It is safe for concurrent use.
 type Service struct {
-	d        Deps
-	mu       sync.Mutex
-	sessions map[string]*session
+	d          Deps
+	searchSpec messages.ToolSpec
+	mu         sync.Mutex
+	sessions   map[string]*session
 }
 
 // New returns a Service over d.
@@ -80,7 +100,10 @@ func New(d Deps) *Service {
 	if d.MaxSessions <= 0 {
 		d.MaxSessions = DefaultMaxSessions
 	}
-	return &Service{d: d, sessions: map[string]*session{}}
+	if d.MaxSearchResults <= 0 {
+		d.MaxSearchResults = DefaultMaxSearchResults
+	}
+	return &Service{d: d, sessions: map[string]*session{}, searchSpec: newSearchSpec(d.MaxSearchResults)}
 }
 
 // Tool names.
@@ -90,9 +113,19 @@ const (
 	ConvertTool = "html_to_markdown"
 )
 
+// newSearchSpec describes web_search with result_count bounded by
+// maxResults. result_count is nullable rather than absent from
+// "required": strict function schemas (OpenAI's) require every property
+// to be listed, and the loop reads an omitted nullable argument as null.
+func newSearchSpec(maxResults int) messages.ToolSpec {
+	return messages.ToolSpec{Name: SearchTool,
+		Description: fmt.Sprintf("Search the web. Returns numbered results with title, URL and a short snippet: result_count of them (1 to %d; null means %d).", maxResults, maxResults),
+		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"query":{"type":"string","description":"what to search for"},`+
+			`"result_count":{"type":["integer","null"],"minimum":1,"maximum":%d,"description":"how many results to return, at most %d; null for %d"}},`+
+			`"required":["query","result_count"],"additionalProperties":false}`, maxResults, maxResults, maxResults))}
+}
+
 var (
-	searchSpec = messages.ToolSpec{Name: SearchTool, Description: "Search the web. Returns numbered results with title, URL and a short snippet.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string","description":"what to search for"}},"required":["query"],"additionalProperties":false}`)}
 	fetchSpec = messages.ToolSpec{Name: FetchTool, Description: "Download one http(s) web page. The URL must be one that appeared in the room messages, in web_search results or in a page fetched in this conversation, copied exactly; other URLs are refused. HTML pages return an artifact_id to convert with html_to_markdown; plain text is returned directly.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string","description":"absolute http or https URL"}},"required":["url"],"additionalProperties":false}`)}
 	convertSpec = messages.ToolSpec{Name: ConvertTool, Description: "Convert a downloaded HTML page (by artifact_id from fetch_web_page) to Markdown text.",
@@ -104,7 +137,7 @@ var (
 func (s *Service) Specs() []messages.ToolSpec {
 	var out []messages.ToolSpec
 	if s.d.Search != nil {
-		out = append(out, searchSpec)
+		out = append(out, s.searchSpec)
 	}
 	return append(out, fetchSpec, convertSpec)
 }
@@ -237,15 +270,24 @@ func badArgs(msg string) *messages.ToolResult {
 
 func (s *session) search(ctx context.Context, args json.RawMessage) *messages.ToolResult {
 	var a struct {
-		Query string `json:"query"`
+		Query       string `json:"query"`
+		ResultCount *int   `json:"result_count"`
 	}
 	if json.Unmarshal(args, &a) != nil || strings.TrimSpace(a.Query) == "" {
-		return badArgs("query must be a non-empty string")
+		return badArgs("query must be a non-empty string and result_count an integer or null")
 	}
-	results, err := s.d.Search.Search(ctx, a.Query)
+	n := resultCount(a.ResultCount, s.d.MaxSearchResults)
+	var results []messages.SearchHit
+	var err error
+	if ls, ok := s.d.Search.(LimitedSearcher); ok {
+		results, err = ls.SearchLimit(ctx, a.Query, n)
+	} else {
+		results, err = s.d.Search.Search(ctx, a.Query)
+	}
 	if err != nil {
 		return failure(err)
 	}
+	results = results[:min(len(results), n)]
 	res := &messages.ToolResult{OK: true, Code: "ok", Content: s.bound(formatHits(results)), SourceTitles: map[string]string{}}
 	for _, r := range results {
 		res.SourceURLs = append(res.SourceURLs, r.URL)
@@ -256,6 +298,15 @@ func (s *session) search(ctx context.Context, args json.RawMessage) *messages.To
 		res.Content = "No results."
 	}
 	return res
+}
+
+// resultCount is the number of results web_search returns: the count
+// asked for, clamped to [1, maxResults]; maxResults when none was asked.
+func resultCount(asked *int, maxResults int) int {
+	if asked == nil {
+		return maxResults
+	}
+	return min(max(*asked, 1), maxResults)
 }
 
 func (s *session) fetch(ctx context.Context, args json.RawMessage) *messages.ToolResult {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -205,5 +206,89 @@ func TestBoundTinyLimits(t *testing.T) {
 		if got := []rune(s.bound(strings.Repeat("é", 1000))); len(got) > limit {
 			t.Errorf("limit %d: %d runes", limit, len(got))
 		}
+	}
+}
+
+// manySearch returns ten hits and records the count it was asked for
+// through SearchLimit (0: Search was called).
+type manySearch struct{ asked *int }
+
+func (m manySearch) hits(n int) []messages.SearchHit {
+	out := make([]messages.SearchHit, n)
+	for i := range out {
+		out[i] = messages.SearchHit{Title: "hit", URL: "https://example.org/" + strings.Repeat("x", i+1)}
+	}
+	return out
+}
+
+func (m manySearch) Search(context.Context, string) ([]messages.SearchHit, error) {
+	*m.asked = 0
+	return m.hits(10), nil
+}
+
+func (m manySearch) SearchLimit(_ context.Context, _ string, n int) ([]messages.SearchHit, error) {
+	*m.asked = n
+	return m.hits(n), nil
+}
+
+// plainSearch has no SearchLimit: web_search cuts its results.
+type plainSearch struct{ m manySearch }
+
+func (p plainSearch) Search(ctx context.Context, q string) ([]messages.SearchHit, error) {
+	return p.m.Search(ctx, q)
+}
+
+// TestSearchResultCount: web_search's optional result_count is in the
+// tool spec, bounded by search.max_results (MaxSearchResults): a larger
+// count is clamped to it, a count below 1 to 1, and no count (omitted or
+// null) means the maximum. A searcher without SearchLimit has its
+// results cut.
+func TestSearchResultCount(t *testing.T) {
+	var asked int
+	svc := newService(Deps{Search: manySearch{asked: &asked}, MaxSearchResults: 4})
+	spec := svc.Specs()[0]
+	var schema struct {
+		Properties map[string]struct {
+			Type    json.RawMessage `json:"type"`
+			Maximum int             `json:"maximum"`
+			Minimum int             `json:"minimum"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(spec.Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	rc, ok := schema.Properties["result_count"]
+	if !ok || rc.Maximum != 4 || rc.Minimum != 1 || string(rc.Type) != `["integer","null"]` ||
+		strings.Join(schema.Required, ",") != "query,result_count" || !strings.Contains(spec.Description, "1 to 4") {
+		t.Fatalf("web_search spec = %s %s", spec.Description, spec.Parameters)
+	}
+	s := openSession(t, svc)
+	for _, c := range []struct {
+		args any
+		want int
+	}{
+		{map[string]any{"query": "q", "result_count": 2}, 2},
+		{map[string]any{"query": "q", "result_count": 50}, 4},
+		{map[string]any{"query": "q", "result_count": 0}, 1},
+		{map[string]any{"query": "q", "result_count": -3}, 1},
+		{map[string]any{"query": "q", "result_count": nil}, 4},
+		{map[string]any{"query": "q"}, 4},
+	} {
+		r := call(t, s, SearchTool, c.args)
+		if !r.OK || asked != c.want || len(r.SourceURLs) != c.want {
+			t.Errorf("%v: asked %d, %d sources, want %d: %+v", c.args, asked, len(r.SourceURLs), c.want, r)
+		}
+	}
+	if r := call(t, s, SearchTool, map[string]any{"query": "q", "result_count": "three"}); r.OK || r.Code != string(messages.ToolInvalidArguments) {
+		t.Errorf("string count = %+v", r)
+	}
+
+	cut := openSession(t, newService(Deps{Search: plainSearch{m: manySearch{asked: &asked}}, MaxSearchResults: 3}))
+	if r := call(t, cut, SearchTool, map[string]any{"query": "q", "result_count": 9}); !r.OK || len(r.SourceURLs) != 3 || asked != 0 {
+		t.Errorf("plain searcher: %d sources (asked %d), want 3 from Search", len(r.SourceURLs), asked)
+	}
+	if got := newService(Deps{Search: fakeSearch{}}).Specs()[0]; !strings.Contains(string(got.Parameters), fmt.Sprintf(`"maximum":%d`, DefaultMaxSearchResults)) {
+		t.Errorf("default bound missing: %s", got.Parameters)
 	}
 }

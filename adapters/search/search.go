@@ -139,6 +139,13 @@ func CleanQuery(query string) (string, error) {
 // Search sends query to the configured endpoint and returns at most
 // Config.MaxResults accepted results, in the order the engine ranked them.
 func (c *Client) Search(ctx context.Context, query string) ([]Result, error) {
+	return c.SearchLimit(ctx, query, c.cfg.MaxResults)
+}
+
+// SearchLimit is Search returning at most n results; n is clamped to
+// [1, Config.MaxResults].
+func (c *Client) SearchLimit(ctx context.Context, query string, n int) ([]Result, error) {
+	n = min(max(n, 1), c.cfg.MaxResults)
 	q, err := CleanQuery(query)
 	if err != nil {
 		return nil, err
@@ -186,7 +193,7 @@ func (c *Client) Search(ctx context.Context, query string) ([]Result, error) {
 	if int64(len(body)) > c.cfg.MaxResponseBytes {
 		return nil, tooLarge()
 	}
-	return c.parse(body)
+	return c.parse(body, n)
 }
 
 func tooLarge() error {
@@ -215,15 +222,16 @@ type wireResponse struct {
 	Results []json.RawMessage `json:"results"`
 }
 
-func (c *Client) parse(body []byte) ([]Result, error) {
+// parse decodes a SearXNG response into at most n accepted results.
+func (c *Client) parse(body []byte, n int) ([]Result, error) {
 	var wr wireResponse
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return nil, toolErr(messages.ToolSearchUnavailable, false, "The search service returned a malformed response.")
 	}
-	out := make([]Result, 0, min(len(wr.Results), c.cfg.MaxResults))
+	out := make([]Result, 0, min(len(wr.Results), n))
 	seen := make(map[string]bool)
 	for _, raw := range wr.Results {
-		if len(out) >= c.cfg.MaxResults {
+		if len(out) >= n {
 			break
 		}
 		var r wireResult

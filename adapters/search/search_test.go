@@ -192,6 +192,30 @@ func TestSearchNormalizesAndDedupes(t *testing.T) {
 	}
 }
 
+// TestSearchLimit: SearchLimit returns at most n results, n clamped to
+// [1, MaxResults], counting accepted results only.
+func TestSearchLimit(t *testing.T) {
+	s := searxfake.Start(t)
+	hits := searxfake.Results(
+		searxfake.Result{URL: "https://a.test/", Title: "A"},
+		searxfake.Result{URL: "javascript:alert(1)", Title: "js"},
+		searxfake.Result{URL: "https://b.test/", Title: "B"},
+		searxfake.Result{URL: "https://c.test/", Title: "C"},
+		searxfake.Result{URL: "https://d.test/", Title: "D"},
+	)
+	c := New(Config{Endpoint: s.URL(), MaxResults: 3})
+	for _, tc := range []struct{ n, want int }{{2, 2}, {1, 1}, {0, 1}, {-1, 1}, {3, 3}, {100, 3}} {
+		s.Enqueue(hits)
+		got, err := c.SearchLimit(context.Background(), "x", tc.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.want || got[0].Title != "A" || (tc.want > 1 && got[1].Title != "B") {
+			t.Errorf("SearchLimit(%d) = %v, want %d results", tc.n, got, tc.want)
+		}
+	}
+}
+
 func TestSearchSnippetBounding(t *testing.T) {
 	s := searxfake.Start(t)
 	long := strings.Repeat("é", 50) + " " + strings.Repeat("日本", 200)
