@@ -117,6 +117,7 @@ func (r renderer) Render(reply messages.Reply) ([]byte, error) {
 	}
 	return r.r.Render(render.Answer{Markdown: reply.Markdown, Sources: sources, InReplyTo: render.Invoking{
 		EventID: string(reply.InReplyTo.EventID), Sender: string(reply.InReplyTo.Sender), Body: reply.InReplyTo.Body,
+		ThreadRoot: string(reply.InReplyTo.ThreadRoot),
 	}})
 }
 

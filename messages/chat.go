@@ -139,6 +139,9 @@ type Invoking struct {
 	Sender UserID
 	// Body is the invoking event's plain-text body.
 	Body string
+	// ThreadRoot is the root event of the thread the invoking event is
+	// in, or "" on the main timeline; the reply goes to that thread.
+	ThreadRoot EventID
 }
 
 // reasoningTags are the tags reasoning models wrap their thinking in.

@@ -90,7 +90,8 @@ func (a *Answerer) render(c *roompb.Candidate, ans messages.Answer) ([]byte, err
 	for _, u := range ans.SourceURLs {
 		sources = append(sources, messages.Source{URL: u, Title: ans.Titles[u]})
 	}
-	invoking := messages.Invoking{EventID: messages.EventID(c.GetEventId()), Sender: messages.UserID(c.GetSender()), Body: c.GetBody()}
+	invoking := messages.Invoking{EventID: messages.EventID(c.GetEventId()), Sender: messages.UserID(c.GetSender()), Body: c.GetBody(),
+		ThreadRoot: messages.EventID(c.GetThreadRootEventId())}
 	content, err := a.cfg.Render.Render(messages.Reply{Markdown: markdown, Sources: sources, InReplyTo: invoking})
 	if err != nil {
 		// Nothing renderable (say, an answer with no visible text):

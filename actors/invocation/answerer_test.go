@@ -280,3 +280,53 @@ func TestAnswererSurvivesPanickingTool(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// recordingRenderer records the replies it renders.
+type recordingRenderer struct {
+	mu      sync.Mutex
+	replies []messages.Reply
+}
+
+func (r *recordingRenderer) Render(reply messages.Reply) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.replies = append(r.replies, reply)
+	if reply.Markdown == "UNRENDERABLE" {
+		return nil, errors.New("nothing to show")
+	}
+	return []byte(reply.Markdown), nil
+}
+
+// TestAnswererRepliesInThread: the reply to a candidate in a thread names
+// the thread root, for the answer and for the persona's error alike; a
+// main-timeline candidate names none.
+func TestAnswererRepliesInThread(t *testing.T) {
+	inThread := &roompb.Candidate{RoomId: "!r:hs", EventId: "$e", Sender: "@u:hs", Body: "@lisa hi", ThreadRootEventId: "$root"}
+	for _, c := range []struct {
+		name string
+		cand *roompb.Candidate
+		step step
+		want messages.EventID
+	}{
+		{"answer in thread", inThread, final("Hello."), "$root"},
+		{"persona error in thread", inThread, final("UNRENDERABLE"), "$root"},
+		{"main timeline", candidate, final("Hello."), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rend := &recordingRenderer{}
+			a := NewAnswerer(AnswererConfig{Context: fixedContext{}, LLM: newFakeLLM(c.step), Render: rend, GenericError: "GENERIC"})
+			if _, err := a.Invoke(context.Background(), c.cand, 1); err != nil {
+				t.Fatal(err)
+			}
+			last := rend.replies[len(rend.replies)-1]
+			for _, r := range rend.replies {
+				if r.InReplyTo.ThreadRoot != c.want || r.InReplyTo.EventID != "$e" {
+					t.Errorf("reply %+v: thread root %q, want %q", r, r.InReplyTo.ThreadRoot, c.want)
+				}
+			}
+			if last.Markdown == "UNRENDERABLE" {
+				t.Fatalf("last reply = %+v", last)
+			}
+		})
+	}
+}

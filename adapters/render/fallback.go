@@ -23,6 +23,10 @@ type Invoking struct {
 	Sender string
 	// Body is the invoking event's plain-text body.
 	Body string
+	// ThreadRoot is the root of the thread the invoking event is in, or
+	// "" on the main timeline. A reply to an event in a thread is sent in
+	// that thread. A value that is not a plausible event ID is ignored.
+	ThreadRoot string
 }
 
 // fallback is the legacy rich-reply fallback quoting the invoking message,

@@ -143,7 +143,10 @@ func (r *Renderer) Reply(markdown, inReplyTo string) ([]byte, error) {
 // escaped and bounded fallback quote of the invoking message (when its
 // sender is known), the reply relation, m.mentions naming only the
 // invoking sender (empty when the sender is unknown or not a valid user
-// ID) and InvocationKey. Links to users, which clients show as pills, are
+// ID) and InvocationKey. A reply to an event in a thread
+// (InReplyTo.ThreadRoot) is sent in that thread: m.relates_to carries
+// rel_type m.thread with the root, is_falling_back false and the
+// m.in_reply_to to the invoking event. Links to users, which clients show as pills, are
 // kept as text, so the reply mentions nobody else. The content never
 // exceeds MaxContentBytes: sources are dropped from the end until they
 // and the fallback take at most half of it, and an answer that still does
@@ -160,7 +163,8 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 	if md == "" {
 		return nil, ErrEmpty
 	}
-	m := message{eventID: a.InReplyTo.EventID, fallback: replyFallback(a.InReplyTo), asker: askerID(a.InReplyTo.Sender)}
+	m := message{eventID: a.InReplyTo.EventID, fallback: replyFallback(a.InReplyTo), asker: askerID(a.InReplyTo.Sender),
+		thread: threadRoot(a.InReplyTo.ThreadRoot)}
 
 	// The parts that do not depend on the answer, with the truncation
 	// marker counted, may take half the budget.
@@ -270,6 +274,7 @@ type message struct {
 	fallback fallback
 	sources  rendered
 	asker    string // the user m.mentions names, or ""
+	thread   string // the thread root the reply is sent in, or ""
 }
 
 // content is the JSON shape of the reply, in a fixed field order.
@@ -289,10 +294,37 @@ type mentions struct {
 	UserIDs []string `json:"user_ids,omitempty"`
 }
 
+// relatesTo is m.relates_to: a rich reply to the invoking event and, in
+// a thread, the thread relation. The reply in a thread is a real reply,
+// not a thread fallback, hence is_falling_back false.
 type relatesTo struct {
-	InReplyTo struct {
+	RelType       string `json:"rel_type,omitempty"`
+	EventID       string `json:"event_id,omitempty"`
+	IsFallingBack *bool  `json:"is_falling_back,omitempty"`
+	InReplyTo     struct {
 		EventID string `json:"event_id"`
 	} `json:"m.in_reply_to"`
+}
+
+const (
+	// threadRel is the thread relation type.
+	threadRel = "m.thread"
+	// maxEventIDBytes bounds an event ID, as the Matrix spec does.
+	maxEventIDBytes = 255
+)
+
+// threadRoot returns root if it is a plausible event ID ("$" and at most
+// 255 bytes of printable ASCII), else "".
+func threadRoot(root string) string {
+	if len(root) < 2 || len(root) > maxEventIDBytes || root[0] != '$' {
+		return ""
+	}
+	for i := 0; i < len(root); i++ {
+		if c := root[i]; c < 0x21 || c > 0x7e {
+			return ""
+		}
+	}
+	return root
 }
 
 // encode assembles both bodies (fallback, answer, truncation marker,
@@ -324,6 +356,10 @@ func (m message) encode(ans rendered, truncated bool) ([]byte, error) {
 		c.Body = m.fallback.plain + "\n\n" + c.Body
 	}
 	c.RelatesTo.InReplyTo.EventID = m.eventID
+	if m.thread != "" {
+		falling := false
+		c.RelatesTo.RelType, c.RelatesTo.EventID, c.RelatesTo.IsFallingBack = threadRel, m.thread, &falling
+	}
 	if m.asker != "" {
 		c.Mentions.UserIDs = []string{m.asker}
 	}

@@ -580,3 +580,44 @@ func TestMentionsAsker(t *testing.T) {
 		t.Errorf("Reply without a sender: %s", b)
 	}
 }
+
+// TestRenderThread: a reply to an invocation in a thread is sent in that
+// thread — rel_type m.thread with the root, is_falling_back false (it is
+// a real reply) and m.in_reply_to the invoking event; a main-timeline
+// reply has m.in_reply_to alone; an implausible root is ignored.
+func TestRenderThread(t *testing.T) {
+	r := New()
+	inv := Invoking{EventID: "$invoking", Sender: "@alice:example.org", Body: "@lisa what time is it?", ThreadRoot: "$root"}
+	b, err := r.Render(Answer{Markdown: "Time for **tea**.", InReplyTo: inv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContent(t, b, "$invoking")
+	var got struct {
+		RelatesTo map[string]json.RawMessage `json:"m.relates_to"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"rel_type": `"m.thread"`, "event_id": `"$root"`, "is_falling_back": "false", "m.in_reply_to": `{"event_id":"$invoking"}`}
+	if len(got.RelatesTo) != len(want) {
+		t.Fatalf("m.relates_to = %s", b)
+	}
+	for k, v := range want {
+		if string(got.RelatesTo[k]) != v {
+			t.Errorf("m.relates_to.%s = %s, want %s", k, got.RelatesTo[k], v)
+		}
+	}
+	golden.Check(t, filepath.Join("testdata", "render_thread.golden"), indent(t, b))
+
+	for _, root := range []string{"", "root", "$", "$a b", "$a\n", "$" + strings.Repeat("x", 255)} {
+		inv.ThreadRoot = root
+		b, err := r.Render(Answer{Markdown: "Main timeline.", InReplyTo: inv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), `"m.relates_to":{"m.in_reply_to":{"event_id":"$invoking"}}`) {
+			t.Errorf("root %q: %s", root, b)
+		}
+	}
+}
