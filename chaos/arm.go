@@ -142,6 +142,14 @@ func (f failpointSender) FindReply(ctx context.Context, rm, ev, txn string) (str
 	return f.inner.FindReply(ctx, rm, ev, txn)
 }
 
+func (f failpointSender) React(ctx context.Context, rm, ev, key, txn string) (string, error) {
+	return f.inner.React(ctx, rm, ev, key, txn)
+}
+
+func (f failpointSender) Redact(ctx context.Context, rm, ev, txn string) error {
+	return f.inner.Redact(ctx, rm, ev, txn)
+}
+
 // reportLeaks logs the goroutines the daemon left behind after stopping:
 // everything not running before it started, except idle keep-alive
 // connections of HTTP clients (they close themselves when idle) and

@@ -23,6 +23,7 @@ import (
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/persistence"
 )
 
@@ -194,13 +195,17 @@ func newSource(cfg config.Config, deps Deps, store *persistence.Badger, clean bo
 }
 
 // personaReply returns the exact content of the persona's text as a reply
-// to an event.
-func personaReply(rend *render.Renderer, text string) func(_, eventID string) []byte {
-	return func(_, eventID string) []byte {
-		b, err := rend.Reply(text, eventID)
+// to an invoking message: it pings the asker, and only them, and goes into
+// the message's thread. It is deterministic. Refused candidates keep no
+// body, so their reply quotes nothing.
+func personaReply(rend *render.Renderer, text string) func(c *roompb.Candidate) []byte {
+	return func(c *roompb.Candidate) []byte {
+		b, err := rend.Render(render.Answer{Markdown: text, InReplyTo: render.Invoking{
+			EventID: c.GetEventId(), Sender: c.GetSender(), Body: c.GetBody(), ThreadRoot: c.GetThreadRootEventId(),
+		}})
 		if err != nil { // cannot happen for a validated, non-empty message
 			b, _ = json.Marshal(map[string]any{"msgtype": "m.text", "body": text,
-				"m.relates_to": map[string]any{"m.in_reply_to": map[string]string{"event_id": eventID}}})
+				"m.relates_to": map[string]any{"m.in_reply_to": map[string]string{"event_id": c.GetEventId()}}})
 		}
 		return b
 	}
@@ -230,6 +235,10 @@ func roomPolicy(cfg config.Config) room.Policy {
 		SenderWindow:  cfg.Runtime.SenderRateWindow(),
 		NoticeEvery:   cfg.Runtime.SenderRateWindow(),
 		OverloadReply: personaReply(rend, cfg.Persona.OverloadError),
+		// A question pending this long gets a reaction, removed when it
+		// is answered: runtime.wait_reaction(_seconds).
+		WaitReaction:      cfg.Runtime.WaitReaction,
+		WaitReactionAfter: cfg.Runtime.WaitReactionAfter(),
 	}
 }
 

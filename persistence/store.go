@@ -54,8 +54,9 @@ type Ledger interface {
 }
 
 // TakenFromInbox names the inbox entry a journal event takes in: a queued
-// or refused invocation consumes its candidate's entry. ok is false for
-// every other event.
+// or refused invocation consumes its candidate's entry (an edit's, for an
+// invocation an edit started), an applied edit or redaction the edit's or
+// redaction's entry. ok is false for every other event.
 func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
 	var c *roompb.Candidate
 	switch e := ev.(type) {
@@ -63,11 +64,23 @@ func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
 		c = e.GetCandidate()
 	case *roompb.InvocationRefused:
 		c = e.GetCandidate()
+	case *roompb.InvocationEdited:
+		room, eventID = e.GetRoomId(), e.GetEditEventId()
+	case *roompb.InvocationRedacted:
+		room, eventID = e.GetRoomId(), e.GetRedactionEventId()
 	}
-	if c.GetRoomId() == "" || c.GetEventId() == "" {
+	if c != nil {
+		// An invocation started by an edit is keyed to the original
+		// message; its inbox entry is the edit's.
+		room, eventID = c.GetRoomId(), c.GetEventId()
+		if edit := c.GetEditEventId(); edit != "" {
+			eventID = edit
+		}
+	}
+	if room == "" || eventID == "" {
 		return "", "", false
 	}
-	return c.GetRoomId(), c.GetEventId(), true
+	return room, eventID, true
 }
 
 // BotEvents records the events Lisa sent, so replies to Lisa are recognised

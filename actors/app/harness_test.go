@@ -74,6 +74,12 @@ func (f *fakeSender) FindReply(_ context.Context, room, event, txn string) (stri
 	return id, ok, nil
 }
 
+func (f *fakeSender) React(_ context.Context, _, event, _, txn string) (string, error) {
+	return "$reaction_" + txn, nil
+}
+
+func (f *fakeSender) Redact(context.Context, string, string, string) error { return nil }
+
 func (f *fakeSender) total() (sends, distinct int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,7 +167,7 @@ func (h *harness) start() {
 			RetryBase:   10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 			SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
 			SettleDelay: h.settle, LateStoreWindow: h.lateStore, RecheckEvery: h.recheck,
-			ErrorReply: func(_, event string) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
+			ErrorReply: func(*roompb.Candidate) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
 		Provider: provider, Inbox: store, BotEvents: store, Sender: h.roomSender(),
 		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,

@@ -40,6 +40,12 @@ func (s *lateSender) SendReply(_ context.Context, _, txn string, _ []byte) (stri
 	return "$reply_" + txn, nil
 }
 
+func (s *lateSender) React(_ context.Context, _, _, _, txn string) (string, error) {
+	return "$reaction_" + txn, nil
+}
+
+func (s *lateSender) Redact(context.Context, string, string, string) error { return nil }
+
 func (s *lateSender) FindReply(_ context.Context, _, _, txn string) (string, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

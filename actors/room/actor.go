@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,11 @@ type Sender interface {
 	// FindReply looks for a reply Lisa already sent for invokingEventID
 	// (by transaction ID or relation) and returns its event ID.
 	FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error)
+	// React puts the reaction key on eventID and returns the reaction's
+	// event ID.
+	React(ctx context.Context, room, eventID, key, txnID string) (string, error)
+	// Redact redacts one of Lisa's events.
+	Redact(ctx context.Context, room, eventID, txnID string) error
 }
 
 // Clock supplies time to the room.
@@ -307,6 +313,15 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		}
 	case Schedule:
 		r.schedule(ctx, e)
+	case SendReaction:
+		r.react(ctx, e)
+	case Redact:
+		r.redact(ctx, e)
+	case CancelInvocation:
+		if r.child != nil {
+			ctx.Stop(r.child)
+			r.child = nil
+		}
 	default:
 		panic(fmt.Sprintf("room: unknown effect %T", eff))
 	}
@@ -384,6 +399,44 @@ func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
 	}()
 }
 
+// react puts the wait reaction on an invoking message in a goroutine;
+// ReactionDone comes back as an effectDone.
+func (r *roomActor) react(ctx actor.Context, e SendReaction) {
+	room, cfg := r.room, r.cfg
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	go func() {
+		sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
+		id, err := cfg.Sender.React(sendCtx, room, e.EventID, e.Key, e.TxnID)
+		cancel()
+		done := ReactionDone{EventID: e.EventID, ReactionEventID: id}
+		if err != nil {
+			done.Err = asError(err)
+			cfg.Logger.Warn("wait reaction failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID), "code", done.Err.Code)
+		}
+		sys.Root.Send(self, &effectDone{gen: gen, in: done})
+	}()
+}
+
+// redact redacts one of Lisa's events in a goroutine; RedactDone comes
+// back as an effectDone.
+func (r *roomActor) redact(ctx actor.Context, e Redact) {
+	room, cfg := r.room, r.cfg
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	go func() {
+		sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
+		err := cfg.Sender.Redact(sendCtx, room, e.EventID, e.TxnID)
+		cancel()
+		done := RedactDone{EventID: e.EventID}
+		if err != nil {
+			le := asError(err)
+			done.Err, done.RetryAfter = le, le.RetryAfter
+			cfg.Logger.Warn("redaction failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
+				"code", le.Code, "permanent", le.Permanent)
+		}
+		sys.Root.Send(self, &effectDone{gen: gen, in: done})
+	}()
+}
+
 // schedule delivers e.Input to this incarnation after e.After.
 func (r *roomActor) schedule(ctx actor.Context, e Schedule) {
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
@@ -454,6 +507,9 @@ func Digest(s *State) string {
 	if s.Refused > 0 || s.NoticeAtMs > 0 {
 		fmt.Fprintf(&b, " refused=%d notice_at_ms=%d", s.Refused, s.NoticeAtMs)
 	}
+	if s.Edited > 0 || s.Redacted > 0 || len(s.PendingRedactions) > 0 {
+		fmt.Fprintf(&b, " edited=%d redacted=%d to_redact=%s", s.Edited, s.Redacted, strings.Join(s.PendingRedactions, ","))
+	}
 	b.WriteByte('\n')
 	for _, inv := range s.Queue {
 		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d held_until_ms=%d",
@@ -461,9 +517,15 @@ func Digest(s *State) string {
 		if inv.Notice {
 			b.WriteString(" notice")
 		}
+		if inv.ReactionEventID != "" || inv.Redacted || inv.Candidate.GetEditEventId() != "" {
+			fmt.Fprintf(&b, " reaction=%s redacted=%v edit=%s", inv.ReactionEventID, inv.Redacted, inv.Candidate.GetEditEventId())
+		}
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
+	if slices.ContainsFunc(s.RecentReplies, func(r string) bool { return r != "" }) {
+		fmt.Fprintf(&b, "replies %s\n", strings.Join(s.RecentReplies, ","))
+	}
 	return b.String()
 }
 
@@ -506,6 +568,18 @@ func (r *roomActor) logTransition(ev proto.Message) {
 	case *roompb.ReplySent:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "reply", messages.EventID(e.GetReplyEventId()), "reconciled", e.GetReconciled())
 	case *roompb.ReplyAbandoned:
+		// A reply the homeserver refused for good is never silent.
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
+		r.cfg.Logger.Error("reply abandoned: the homeserver refused it for good", attrs...)
+		return
+	case *roompb.InvocationEdited:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "edit", messages.EventID(e.GetEditEventId()))
+	case *roompb.InvocationRedacted:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "redaction", messages.EventID(e.GetRedactionEventId()),
+			"reply", messages.EventID(e.GetReplyEventId()))
+	case *roompb.ReactionSent:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "reaction", messages.EventID(e.GetReactionEventId()))
+	case *roompb.Redacted:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
 	case *roompb.InvocationDuplicate:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))

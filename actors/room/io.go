@@ -78,6 +78,31 @@ type ReconcileDone struct {
 // ResendDue: the delay before the next send or lookup has passed.
 type ResendDue struct{ EventID string }
 
+// ReactionDue: an invocation has been pending for Policy.WaitReactionAfter.
+type ReactionDue struct{ EventID string }
+
+// ReactionDone is the outcome of putting the wait reaction on EventID.
+type ReactionDone struct {
+	EventID         string
+	ReactionEventID string
+	Err             *messages.Error
+}
+
+// RedactDue: the pause before the next redaction has passed.
+type RedactDue struct{}
+
+// RedactDone is the outcome of redacting one of Lisa's events.
+type RedactDone struct {
+	EventID    string
+	Err        *messages.Error
+	RetryAfter time.Duration
+}
+
+func (ReactionDue) isInput()  {}
+func (ReactionDone) isInput() {}
+func (RedactDue) isInput()    {}
+func (RedactDone) isInput()   {}
+
 func (Recovered) isInput()      {}
 func (InboxLoaded) isInput()    {}
 func (SlotGranted) isInput()    {}
@@ -135,6 +160,24 @@ type Schedule struct {
 	Input Input
 }
 
+// SendReaction puts the wait reaction Key on the invoking message EventID.
+type SendReaction struct {
+	EventID, Key, TxnID string
+}
+
+// Redact redacts one of Lisa's events (a wait reaction, or a reply whose
+// question was redacted).
+type Redact struct {
+	EventID, TxnID string
+}
+
+// CancelInvocation stops the running attempt: its invocation is gone.
+type CancelInvocation struct{}
+
+func (SendReaction) isEffect()     {}
+func (Redact) isEffect()           {}
+func (CancelInvocation) isEffect() {}
+
 func (LoadInbox) isEffect()       {}
 func (RemoveInbox) isEffect()     {}
 func (RequestSlot) isEffect()     {}
@@ -167,6 +210,18 @@ func Describe(v any) string {
 		return fmt.Sprintf("ReplySent %s reply=%s reconciled=%v", v.GetEventId(), v.GetReplyEventId(), v.GetReconciled())
 	case *roompb.ReplyAbandoned:
 		return fmt.Sprintf("ReplyAbandoned %s code=%s", v.GetEventId(), v.GetCode())
+	case *roompb.InvocationEdited:
+		return fmt.Sprintf("InvocationEdited %s edit=%s", v.GetEventId(), v.GetEditEventId())
+	case *roompb.InvocationRedacted:
+		return fmt.Sprintf("InvocationRedacted %s redaction=%s reply=%s", v.GetEventId(), v.GetRedactionEventId(), v.GetReplyEventId())
+	case *roompb.ReactionSent:
+		return fmt.Sprintf("ReactionSent %s reaction=%s", v.GetEventId(), v.GetReactionEventId())
+	case *roompb.Redacted:
+		return fmt.Sprintf("Redacted %s code=%s", v.GetEventId(), v.GetCode())
+	case SendReaction:
+		return fmt.Sprintf("SendReaction %s key=%s txn=%s", v.EventID, v.Key, v.TxnID)
+	case Redact:
+		return fmt.Sprintf("Redact %s txn=%s", v.EventID, v.TxnID)
 	case StartInvocation:
 		return fmt.Sprintf("StartInvocation %s attempt=%d", v.Candidate.GetEventId(), v.Attempt)
 	case SendReply:

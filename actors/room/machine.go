@@ -54,8 +54,9 @@ type Policy struct {
 	// meanwhile ends the wait. Zero looks only when the wait is over.
 	RecheckEvery time.Duration
 	// ErrorReply renders the persona's in-character error as the exact
-	// content of a reply to eventID. It must be deterministic.
-	ErrorReply func(roomID, eventID string) []byte
+	// content of a reply to the invoking message c (its sender pinged,
+	// in its thread). It must be deterministic.
+	ErrorReply func(c *roompb.Candidate) []byte
 	// MaxQueue caps the room's unfinished invocations
 	// (runtime.room_queue_limit); a candidate beyond it is refused. Zero
 	// means no cap.
@@ -72,9 +73,15 @@ type Policy struct {
 	// every refused candidate a notice.
 	NoticeEvery time.Duration
 	// OverloadReply renders the persona's overload message as the exact
-	// content of a reply to eventID; nil falls back to ErrorReply. It must
-	// be deterministic.
-	OverloadReply func(roomID, eventID string) []byte
+	// content of a reply to c; nil falls back to ErrorReply. It is the
+	// reply to a refused candidate and to an invocation that ran out of
+	// time (see isOverload). It must be deterministic.
+	OverloadReply func(c *roompb.Candidate) []byte
+	// WaitReaction is the reaction put on an invoking message whose
+	// answer has been pending for WaitReactionAfter (runtime.wait_reaction);
+	// it is redacted when the invocation ends. Empty puts none.
+	WaitReaction      string
+	WaitReactionAfter time.Duration
 }
 
 // phase is the head invocation's volatile progress; it is never persisted
@@ -113,6 +120,12 @@ type Machine struct {
 	// SenderWindow were queued, oldest first. It is volatile: a restart
 	// forgives past bursts, which costs at most one more window.
 	queuedBy map[string][]int64
+	// reacting holds the invocations whose wait reaction is on its way.
+	reacting map[string]bool
+	// redacting is set while the first pending redaction is in flight or
+	// waits to be tried again; redactFailures counts its failures.
+	redacting      bool
+	redactFailures int
 }
 
 // NewMachine returns a machine with empty state.
@@ -123,6 +136,7 @@ func NewMachine(p Policy) *Machine { return &Machine{policy: p} }
 func (m *Machine) Restore(s State) {
 	m.State = s
 	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
+	m.reacting, m.redacting, m.redactFailures = nil, false, 0
 }
 
 // Phase names the head's volatile progress, for the debug shell.
@@ -156,7 +170,7 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 	ms := now.UnixMilli()
 	switch in := in.(type) {
 	case Recovered:
-		return m.recovered()
+		return m.recovered(now)
 	case InboxLoaded:
 		return m.inboxLoaded(in, ms)
 	case SlotGranted:
@@ -173,6 +187,14 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		m.wake(sendWait, in.EventID)
 	case InvocationLost:
 		return m.invocationLost(in, ms)
+	case ReactionDue:
+		return m.reactionDue(in)
+	case ReactionDone:
+		return m.reactionDone(in)
+	case RedactDue:
+		m.redactDue()
+	case RedactDone:
+		return m.redactDone(in)
 	default:
 		panic(fmt.Sprintf("room: unknown input %T", in))
 	}
@@ -181,10 +203,15 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 
 // recovered starts an incarnation: whatever was in flight before the
 // restart is unknown now.
-func (m *Machine) recovered() Output {
+func (m *Machine) recovered(now time.Time) Output {
 	var out Output
 	if head := m.Head(); head != nil && head.Ready {
 		m.unsure = true
+	}
+	for _, inv := range m.Queue {
+		if !inv.Notice && inv.ReactionEventID == "" {
+			m.waitReaction(&out, inv.EventID(), now.Sub(time.UnixMilli(inv.QueuedAtMs)))
+		}
 	}
 	out.effect(LoadInbox{})
 	return out
@@ -195,12 +222,15 @@ func (m *Machine) recovered() Output {
 func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 	var out Output
 	batch := map[string]bool{}
-	queued, noticed := 0, false
+	queued, noticed := map[string]*roompb.Candidate{}, false
 	for _, c := range in.Candidates {
 		id := c.GetEventId()
 		if c.GetRoomId() != m.policy.RoomID || id == "" {
 			// Not ours: never queue it, but do clear it out.
 			out.effect(RemoveInbox{EventID: id})
+			continue
+		}
+		if m.relation(&out, c, queued, ms) {
 			continue
 		}
 		if m.Knows(id) || batch[id] {
@@ -211,14 +241,15 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 		// The journal removes the inbox entry in the same write
 		// (persistence.TakenFromInbox): one durable write, not two.
 		batch[id] = true
-		if ref := m.refuse(c, m.pending()+queued, noticed, ms); ref != nil {
+		if ref := m.refuse(c, m.pending()+len(queued), noticed, ms); ref != nil {
 			noticed = noticed || len(ref.NoticeContent) > 0
 			out.event(ref)
 			continue
 		}
 		m.countSender(c.GetSender(), ms)
-		queued++
+		queued[id] = c
 		out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
+		m.waitReaction(&out, id, 0)
 	}
 	return out
 }
@@ -262,7 +293,7 @@ func (m *Machine) invocationDone(in InvocationDone, ms int64) Output {
 		Permanent: in.Err.Permanent, FailedAtMs: ms,
 	})
 	if in.Err.Permanent || in.Attempt >= m.policy.MaxAttempts {
-		out.event(m.errorReply(head, ms))
+		out.event(m.errorReply(head, ms, isOverload(in.Err.Code)))
 		return out
 	}
 	m.phase = retryWait
@@ -302,12 +333,15 @@ func (m *Machine) sendDone(in SendDone, ms int64) Output {
 		m.sendFailures = 0
 		out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms})
 		out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
-	case in.Err.Permanent && !head.IsError:
-		// The homeserver refused this reply for good (too large,
-		// malformed): the persona's error still gives exactly one
-		// reply.
-		out.event(m.errorReply(head, ms))
+	case in.Err.Permanent && !head.IsError && in.Err.Code != messages.CodeMatrixForbidden:
+		// The homeserver refused this reply's content for good (too
+		// large, malformed): the persona's error still gives exactly
+		// one reply.
+		out.event(m.errorReply(head, ms, false))
 	case in.Err.Permanent:
+		// Refused for good whatever it says (Lisa may not post here any
+		// more): the error reply would be refused too. Logged at ERROR
+		// and counted as abandoned.
 		out.event(&roompb.ReplyAbandoned{EventId: in.EventID, Code: string(in.Err.Code), AbandonedAtMs: ms})
 	default:
 		// The request may have reached the server: look before
@@ -376,7 +410,7 @@ func (m *Machine) notFound(out *Output, head *Invocation, in ReconcileDone) {
 // adapter calls it after applying a step's events, until it returns an
 // empty Output.
 func (m *Machine) Pump(now time.Time) Output {
-	var out Output
+	out := m.pumpRedactions()
 	if m.phase != idle {
 		return out
 	}
@@ -398,7 +432,7 @@ func (m *Machine) Pump(now time.Time) Output {
 	case head.Attempts >= m.policy.MaxAttempts || m.expired(head, now):
 		// Every attempt or the invocation's time is spent (the last
 		// attempt may have been cut short by a crash).
-		out.event(m.errorReply(head, now.UnixMilli()))
+		out.event(m.errorReply(head, now.UnixMilli(), m.expired(head, now)))
 	case !m.slotHeld:
 		m.phase = waitingSlot
 		out.effect(RequestSlot{})
@@ -432,6 +466,7 @@ func (m *Machine) refuse(c *roompb.Candidate, queueLen int, noticed bool, ms int
 		Candidate: &roompb.Candidate{
 			RoomId: c.GetRoomId(), EventId: c.GetEventId(), Sender: c.GetSender(),
 			OriginTsMs: c.GetOriginTsMs(), Trigger: c.GetTrigger(), InboxSeq: c.GetInboxSeq(),
+			ThreadRootEventId: c.GetThreadRootEventId(), EditEventId: c.GetEditEventId(),
 		},
 		Reason:      reason,
 		RefusedAtMs: ms,
@@ -442,7 +477,7 @@ func (m *Machine) refuse(c *roompb.Candidate, queueLen int, noticed bool, ms int
 			reply = m.policy.ErrorReply
 		}
 		ref.NoticeTxnId = string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(c.GetEventId()+"#overload")))
-		ref.NoticeContent = reply(m.policy.RoomID, c.GetEventId())
+		ref.NoticeContent = reply(ref.GetCandidate())
 	}
 	return ref
 }
@@ -527,14 +562,26 @@ func (m *Machine) expired(head *Invocation, now time.Time) bool {
 	return !now.Before(time.UnixMilli(head.FirstStartedAtMs).Add(m.policy.InvocationTimeout))
 }
 
-// errorReply prepares the persona's error as the reply, not sent yet. Its
+// isOverload reports the failures that mean "too slow or too busy": the
+// invocation's time ran out, or the model did not answer in time. They
+// get the persona's overload message rather than the generic error.
+func isOverload(code messages.Code) bool {
+	return code == messages.CodeLLMTimeout || code == messages.CodeDeadline
+}
+
+// errorReply prepares the persona's error (its overload message when
+// overload is set and there is one) as the reply, not sent yet. Its
 // transaction ID differs from the answer's, so a refused answer cannot
 // shadow it.
-func (m *Machine) errorReply(head *Invocation, ms int64) *roompb.ReplyReady {
+func (m *Machine) errorReply(head *Invocation, ms int64, overload bool) *roompb.ReplyReady {
+	render := m.policy.ErrorReply
+	if overload && m.policy.OverloadReply != nil {
+		render = m.policy.OverloadReply
+	}
 	return &roompb.ReplyReady{
 		EventId:   head.EventID(),
 		TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID()+"#error"))),
-		Content:   m.policy.ErrorReply(m.policy.RoomID, head.EventID()),
+		Content:   render(head.Candidate),
 		IsError:   true,
 		ReadyAtMs: ms,
 	}

@@ -23,7 +23,7 @@ func testPolicy() Policy {
 		RetryBase: time.Second, RetryMax: 8 * time.Second,
 		SendRetryBase: 500 * time.Millisecond, SendRetryMax: 30 * time.Second,
 		SettleDelay: 5 * time.Second,
-		ErrorReply:  func(room, event string) []byte { return []byte(`{"body":"oops","re":"` + event + `"}`) },
+		ErrorReply:  func(c *roompb.Candidate) []byte { return []byte(`{"body":"oops","re":"` + c.GetEventId() + `"}`) },
 	}
 }
 
@@ -269,7 +269,7 @@ func TestMachineGolden(t *testing.T) {
 	// right behind the running head.
 	overload := testPolicy()
 	overload.MaxQueue, overload.SenderLimit, overload.SenderWindow, overload.NoticeEvery = 3, 2, time.Minute, time.Minute
-	overload.OverloadReply = func(room, event string) []byte { return []byte(`{"body":"busy","re":"` + event + `"}`) }
+	overload.OverloadReply = func(c *roompb.Candidate) []byte { return []byte(`{"body":"busy","re":"` + c.GetEventId() + `"}`) }
 	policies["overload_queue_full"], policies["overload_sender_rate"] = overload, overload
 	scenarios["overload_queue_full"] = func(t *testing.T, d *driver) {
 		d.feed(t, senderCands("@a:hs", "$a1"))

@@ -12,7 +12,7 @@ import (
 
 func benchPolicy() Policy {
 	return Policy{RoomID: "!bench:hs", MaxAttempts: 3, RetryBase: time.Second, RetryMax: time.Minute,
-		SendRetryBase: time.Second, SendRetryMax: time.Minute, ErrorReply: func(string, string) []byte { return []byte(`{}`) }}
+		SendRetryBase: time.Second, SendRetryMax: time.Minute, ErrorReply: func(*roompb.Candidate) []byte { return []byte(`{}`) }}
 }
 
 // answeredInvocation drives m through one invocation answered at the

@@ -34,6 +34,12 @@ type Invocation struct {
 	IsError     bool
 	// Notice marks the overload notice of a refused candidate.
 	Notice bool
+	// ReactionEventID is the wait reaction on the invoking message
+	// (ReactionSent); it is redacted when the invocation ends.
+	ReactionEventID string
+	// Redacted marks an invocation whose message was redacted after its
+	// reply was fixed: the reply is redacted once it is sent.
+	Redacted bool
 }
 
 // EventID returns the invoking event's ID.
@@ -48,8 +54,18 @@ type State struct {
 	Queue []*Invocation
 	// Recent holds the event IDs of the latest finished invocations.
 	Recent []string
+	// RecentReplies holds, parallel to Recent, the event ID of the reply
+	// sent for each ("" when none was).
+	RecentReplies []string
+	// PendingRedactions are Lisa's events still to be redacted (wait
+	// reactions of finished invocations, replies to redacted questions),
+	// oldest first.
+	PendingRedactions []string
 	// Counters.
 	Answered, FailedAttempts, Abandoned, Duplicates, Refused uint64
+	// Edited counts invocations whose text an edit replaced; Redacted
+	// counts invocations whose message was redacted.
+	Edited, Redacted uint64
 	// NoticeAtMs is when the latest overload notice was queued (see
 	// roompb.InvocationRefused).
 	NoticeAtMs int64
@@ -80,6 +96,29 @@ func (s *State) Knows(eventID string) bool {
 	return false
 }
 
+// Reply returns the reply sent for a recently finished invocation, or "".
+func (s *State) Reply(eventID string) string {
+	for i := len(s.Recent) - 1; i >= 0; i-- {
+		if s.Recent[i] == eventID {
+			if i < len(s.RecentReplies) {
+				return s.RecentReplies[i]
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// Queued returns the unfinished invocation of eventID, or nil.
+func (s *State) Queued(eventID string) *Invocation {
+	for _, inv := range s.Queue {
+		if inv.EventID() == eventID {
+			return inv
+		}
+	}
+	return nil
+}
+
 func (s *State) find(eventID string) (*Invocation, error) {
 	for _, inv := range s.Queue {
 		if inv.EventID() == eventID {
@@ -89,22 +128,38 @@ func (s *State) find(eventID string) (*Invocation, error) {
 	return nil, fmt.Errorf("room: journal names unknown invocation %s", messages.Hash(eventID))
 }
 
-func (s *State) finish(eventID string) error {
+// finish removes a finished invocation from the queue and remembers it
+// with its reply (replyID, "" if none). Its wait reaction, and the reply
+// itself if its question was redacted meanwhile, are to be redacted.
+func (s *State) finish(eventID, replyID string) error {
 	for i, inv := range s.Queue {
 		if inv.EventID() == eventID {
 			s.Queue = append(s.Queue[:i:i], s.Queue[i+1:]...)
-			s.remember(eventID)
+			s.remember(eventID, replyID)
+			if inv.ReactionEventID != "" {
+				s.PendingRedactions = append(s.PendingRedactions, inv.ReactionEventID)
+			}
+			if inv.Redacted && replyID != "" {
+				s.PendingRedactions = append(s.PendingRedactions, replyID)
+			}
 			return nil
 		}
 	}
 	return fmt.Errorf("room: journal finishes unknown invocation %s", messages.Hash(eventID))
 }
 
-// remember notes a finished invocation's event ID among the recent ones.
-func (s *State) remember(eventID string) {
+// remember notes a finished invocation's event ID, and its reply's, among
+// the recent ones.
+func (s *State) remember(eventID, replyID string) {
+	// Older snapshots have no replies: align before appending.
+	for len(s.RecentReplies) < len(s.Recent) {
+		s.RecentReplies = append(s.RecentReplies, "")
+	}
 	s.Recent = append(s.Recent, eventID)
+	s.RecentReplies = append(s.RecentReplies, replyID)
 	if len(s.Recent) > RecentLimit {
 		s.Recent = append([]string(nil), s.Recent[len(s.Recent)-RecentLimit:]...)
+		s.RecentReplies = append([]string(nil), s.RecentReplies[len(s.RecentReplies)-RecentLimit:]...)
 	}
 }
 
@@ -121,7 +176,7 @@ func (s *State) Apply(ev proto.Message) error {
 		s.Refused++
 		c := e.GetCandidate()
 		if len(e.GetNoticeContent()) == 0 {
-			s.remember(c.GetEventId())
+			s.remember(c.GetEventId(), "")
 			break
 		}
 		// The notice goes right behind the head, which may be running:
@@ -165,20 +220,71 @@ func (s *State) Apply(ev proto.Message) error {
 		}
 		inv.HeldUntilMs = max(inv.HeldUntilMs, e.GetUntilMs())
 	case *roompb.ReplySent:
-		if err := s.finish(e.GetEventId()); err != nil {
+		if err := s.finish(e.GetEventId(), e.GetReplyEventId()); err != nil {
 			return err
 		}
 		s.Answered++
 		s.LastReplyAtMs = e.GetSentAtMs()
 	case *roompb.ReplyAbandoned:
-		if err := s.finish(e.GetEventId()); err != nil {
+		if err := s.finish(e.GetEventId(), ""); err != nil {
 			return err
 		}
 		s.Abandoned++
 	default:
+		return s.applyRelation(ev)
+	}
+	return nil
+}
+
+// applyRelation folds the journal events about edits, redactions and
+// reactions.
+func (s *State) applyRelation(ev proto.Message) error {
+	switch e := ev.(type) {
+	case *roompb.InvocationEdited:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		c := proto.Clone(inv.Candidate).(*roompb.Candidate)
+		c.Body, c.FormattedBody, c.EditEventId = e.GetBody(), e.GetFormattedBody(), e.GetEditEventId()
+		inv.Candidate = c
+		s.Edited++
+	case *roompb.InvocationRedacted:
+		s.Redacted++
+		if reply := e.GetReplyEventId(); reply != "" {
+			s.PendingRedactions = append(s.PendingRedactions, reply)
+			break
+		}
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		if inv.Ready {
+			inv.Redacted = true // the reply may be on its way: redact it once sent
+			break
+		}
+		return s.drop(inv)
+	case *roompb.ReactionSent:
+		if inv := s.Queued(e.GetEventId()); inv != nil {
+			inv.ReactionEventID = e.GetReactionEventId()
+		} else {
+			// The invocation ended while the reaction was on its way.
+			s.PendingRedactions = append(s.PendingRedactions, e.GetReactionEventId())
+		}
+	case *roompb.Redacted:
+		if i := slices.Index(s.PendingRedactions, e.GetEventId()); i >= 0 {
+			s.PendingRedactions = slices.Delete(s.PendingRedactions, i, i+1)
+		}
+	default:
 		return fmt.Errorf("room: unknown journal event %T", ev)
 	}
 	return nil
+}
+
+// drop removes an invocation that will not be answered (its message was
+// redacted before its reply was fixed).
+func (s *State) drop(inv *Invocation) error {
+	return s.finish(inv.EventID(), "")
 }
 
 // Snapshot returns the state as its protobuf snapshot.
@@ -193,6 +299,11 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 		LastReplyAtMs:  s.LastReplyAtMs,
 		Refused:        s.Refused,
 		NoticeAtMs:     s.NoticeAtMs,
+
+		RecentReplies:     append([]string(nil), s.RecentReplies...),
+		PendingRedactions: append([]string(nil), s.PendingRedactions...),
+		Redacted:          s.Redacted,
+		Edited:            s.Edited,
 	}
 	for _, inv := range s.Queue {
 		snap.Queue = append(snap.Queue, &roompb.Invocation{
@@ -209,6 +320,8 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 			ReadyAtMs:        inv.ReadyAtMs,
 			HeldUntilMs:      inv.HeldUntilMs,
 			Notice:           inv.Notice,
+			ReactionEventId:  inv.ReactionEventID,
+			Redacted:         inv.Redacted,
 		})
 	}
 	return snap
@@ -226,6 +339,11 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 		LastReplyAtMs:  snap.GetLastReplyAtMs(),
 		Refused:        snap.GetRefused(),
 		NoticeAtMs:     snap.GetNoticeAtMs(),
+
+		RecentReplies:     append([]string(nil), snap.GetRecentReplies()...),
+		PendingRedactions: append([]string(nil), snap.GetPendingRedactions()...),
+		Redacted:          snap.GetRedacted(),
+		Edited:            snap.GetEdited(),
 	}
 	for _, inv := range snap.GetQueue() {
 		s.Queue = append(s.Queue, &Invocation{
@@ -242,6 +360,8 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 			ReadyAtMs:        inv.GetReadyAtMs(),
 			HeldUntilMs:      inv.GetHeldUntilMs(),
 			Notice:           inv.GetNotice(),
+			ReactionEventID:  inv.GetReactionEventId(),
+			Redacted:         inv.GetRedacted(),
 		})
 	}
 	return s

@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"unicode"
@@ -20,16 +21,31 @@ type Verdict string
 // Verdicts. Accepted events carry a trigger; every other verdict is a
 // rejection reason, counted in logs, never shown with the event's body.
 const (
-	TriggerMention   Verdict = "mention" // structured m.mentions
-	TriggerAlias     Verdict = "alias"   // an alias as a whole word in the body
-	TriggerReply     Verdict = "reply"   // a reply to one of Lisa's events
+	TriggerMention Verdict = "mention" // structured m.mentions
+	TriggerAlias   Verdict = "alias"   // an alias as a whole word in the body
+	TriggerReply   Verdict = "reply"   // a reply to one of Lisa's events
+	// TriggerEdit is an edit of a message that was routed to its room
+	// (it invoked Lisa): the room answers the new text if it has not
+	// started on the old one.
+	TriggerEdit Verdict = "edit_update"
+	// TriggerRedaction is a redaction in an allowed room: the room drops
+	// the invocation it removes, or redacts the reply to it.
+	TriggerRedaction Verdict = "redaction"
 	RejectMalformed  Verdict = "malformed"
 	RejectRoom       Verdict = "room_not_allowed"
 	RejectType       Verdict = "not_text_message"
 	RejectOwn        Verdict = "own_event"
 	RejectRedacted   Verdict = "redacted"
 	RejectEdit       Verdict = "edit"
-	RejectNotAddress Verdict = "not_addressed"
+	// RejectEditOfAddressed is an edit of a message that addressed Lisa
+	// itself but was never routed to her (history from before she
+	// joined or before her first sync): editing it does not make it new.
+	RejectEditOfAddressed Verdict = "edit_of_addressed"
+	// RejectEditUnverifiable is an edit whose original the homeserver
+	// refused to show, or which another member sent, or which is no
+	// text message: it is not an invocation.
+	RejectEditUnverifiable Verdict = "edit_original_invalid"
+	RejectNotAddress       Verdict = "not_addressed"
 	// RejectReplyLookup means the reply target could not be checked for
 	// now (the homeserver unreachable, a 5xx, 429 or 408 answer, the
 	// ledger failing); the sync source fails the whole answer rather than
@@ -57,7 +73,11 @@ var ErrReplyTargetRejected = errors.New("matrix: the homeserver refused to look 
 
 // Accepted reports whether v makes the event an invocation.
 func (v Verdict) Accepted() bool {
-	return v == TriggerMention || v == TriggerAlias || v == TriggerReply
+	switch v {
+	case TriggerMention, TriggerAlias, TriggerReply, TriggerEdit, TriggerRedaction:
+		return true
+	}
+	return false
 }
 
 // ReplyChecker tells whether an event was sent by Lisa. The sync source
@@ -130,20 +150,9 @@ func (c *Classifier) Classify(ctx context.Context, room id.RoomID, evt *event.Ev
 	if evt.Sender == c.bot {
 		return nil, RejectOwn
 	}
-	if evt.Unsigned.RedactedBecause != nil {
-		return nil, RejectRedacted
-	}
-	if evt.Content.Parsed == nil {
-		if err := evt.Content.ParseRaw(evt.Type); err != nil {
-			return nil, RejectMalformed
-		}
-	}
-	msg, ok := evt.Content.Parsed.(*event.MessageEventContent)
-	if !ok || msg == nil {
-		return nil, RejectMalformed
-	}
-	if len(evt.Content.Raw) == 0 && len(evt.Content.VeryRaw) <= 2 {
-		return nil, RejectRedacted // redacted content is empty
+	msg, verdict := parseMessage(evt)
+	if msg == nil {
+		return nil, verdict
 	}
 	if msg.RelatesTo.GetReplaceID() != "" || msg.NewContent != nil {
 		return nil, RejectEdit
@@ -151,21 +160,16 @@ func (c *Classifier) Classify(ctx context.Context, room id.RoomID, evt *event.Ev
 	if msg.MsgType != event.MsgText {
 		return nil, RejectType
 	}
-	body := event.TrimReplyFallbackText(msg.Body)
-	formatted := ""
-	if msg.Format == event.FormatHTML {
-		formatted = event.TrimReplyFallbackHTML(msg.FormattedBody)
-	}
+	body, formatted := messageText(msg)
 	if strings.TrimSpace(body) == "" {
 		return nil, RejectMalformed
 	}
-	replyTo := msg.RelatesTo.GetReplyTo()
-	trigger := RejectNotAddress
+	// In a thread, m.in_reply_to may only be the fallback that clients
+	// without threads show (is_falling_back): that is no reply to anyone.
+	replyTo := msg.RelatesTo.GetNonFallbackReplyTo()
+	trigger := c.addressed(msg, body)
 	switch {
-	case msg.Mentions.Has(c.bot):
-		trigger = TriggerMention
-	case c.mentionsAlias(body):
-		trigger = TriggerAlias
+	case trigger.Accepted():
 	case replyTo != "" && !validEventID(string(replyTo)):
 		trigger = RejectReplyTargetInvalid
 	case replyTo != "":
@@ -191,7 +195,148 @@ func (c *Classifier) Classify(ctx context.Context, room id.RoomID, evt *event.Ev
 		Body:           body,
 		FormattedBody:  formatted,
 		ReplyToEventId: string(replyTo),
+
+		ThreadRootEventId: threadRoot(msg),
 	}, trigger
+}
+
+// parseMessage returns the parsed content of a message event, or nil and
+// why it cannot be one: redacted, or malformed.
+func parseMessage(evt *event.Event) (*event.MessageEventContent, Verdict) {
+	if evt.Unsigned.RedactedBecause != nil {
+		return nil, RejectRedacted
+	}
+	if evt.Content.Parsed == nil {
+		if err := evt.Content.ParseRaw(event.EventMessage); err != nil {
+			return nil, RejectMalformed
+		}
+	}
+	msg, ok := evt.Content.Parsed.(*event.MessageEventContent)
+	if !ok || msg == nil {
+		return nil, RejectMalformed
+	}
+	if len(evt.Content.Raw) == 0 && len(evt.Content.VeryRaw) <= 2 {
+		return nil, RejectRedacted // redacted content is empty
+	}
+	return msg, ""
+}
+
+// messageText returns a message's plain body and its HTML body (empty
+// unless the format is HTML), without reply fallbacks.
+func messageText(msg *event.MessageEventContent) (body, formatted string) {
+	body = event.TrimReplyFallbackText(msg.Body)
+	if msg.Format == event.FormatHTML {
+		formatted = event.TrimReplyFallbackHTML(msg.FormattedBody)
+	}
+	return body, formatted
+}
+
+// addressed reports how a message's own text addresses Lisa: a structured
+// mention, an alias in the body, or not at all (RejectNotAddress).
+func (c *Classifier) addressed(msg *event.MessageEventContent, body string) Verdict {
+	switch {
+	case msg.Mentions.Has(c.bot):
+		return TriggerMention
+	case c.mentionsAlias(body):
+		return TriggerAlias
+	}
+	return RejectNotAddress
+}
+
+// threadRoot returns the root of the thread msg is in, or "" outside a
+// thread (or when the root cannot be an event ID).
+func threadRoot(msg *event.MessageEventContent) string {
+	root := string(msg.RelatesTo.GetThreadParent())
+	if !validEventID(root) {
+		return ""
+	}
+	return root
+}
+
+// Redaction classifies a redaction event of room: in an allowed room and
+// not Lisa's own, it is handed to the room, which decides whether it
+// removes an invocation or a question she answered.
+func (c *Classifier) Redaction(room id.RoomID, evt *event.Event) (*roompb.Candidate, Verdict) {
+	switch {
+	case evt == nil || evt.ID == "" || evt.Sender == "":
+		return nil, RejectMalformed
+	case !c.allowed[room]:
+		return nil, RejectRoom
+	case evt.Type != event.EventRedaction:
+		return nil, RejectType
+	case evt.Sender == c.bot:
+		return nil, RejectOwn
+	}
+	target := evt.Redacts
+	if target == "" {
+		var content struct {
+			Redacts id.EventID `json:"redacts"`
+		}
+		if err := json.Unmarshal(evt.Content.VeryRaw, &content); err == nil {
+			target = content.Redacts
+		}
+	}
+	if !validEventID(string(target)) {
+		return nil, RejectMalformed
+	}
+	return &roompb.Candidate{
+		RoomId: string(room), EventId: string(evt.ID), Sender: string(evt.Sender),
+		OriginTsMs: evt.Timestamp, Trigger: string(TriggerRedaction), RedactsEventId: string(target),
+	}, TriggerRedaction
+}
+
+// Edit checks the edit event's own part of an edit (m.replace): in an
+// allowed room, not Lisa's, a text message replacing a valid event ID
+// with non-empty text. It returns the original's ID and the new content;
+// whether the edit invokes Lisa depends on the original (see
+// Source.classifyEdit).
+func (c *Classifier) Edit(room id.RoomID, evt *event.Event) (id.EventID, *event.MessageEventContent, Verdict) {
+	switch {
+	case evt == nil || evt.ID == "" || evt.Sender == "":
+		return "", nil, RejectMalformed
+	case !c.allowed[room]:
+		return "", nil, RejectRoom
+	case evt.Type != event.EventMessage:
+		return "", nil, RejectType
+	case evt.Sender == c.bot:
+		return "", nil, RejectOwn
+	}
+	msg, verdict := parseMessage(evt)
+	if msg == nil {
+		return "", nil, verdict
+	}
+	orig := msg.RelatesTo.GetReplaceID()
+	if orig == "" {
+		return "", nil, RejectType
+	}
+	nc := msg.NewContent
+	if !validEventID(string(orig)) || nc == nil {
+		return "", nil, RejectMalformed
+	}
+	if nc.MsgType != event.MsgText {
+		return "", nil, RejectType
+	}
+	if body, _ := messageText(nc); strings.TrimSpace(body) == "" {
+		return "", nil, RejectMalformed
+	}
+	return orig, nc, ""
+}
+
+// IsEdit reports whether evt is an edit (m.replace) of another message.
+func IsEdit(evt *event.Event) bool {
+	if evt == nil || evt.Type != event.EventMessage {
+		return false
+	}
+	var content struct {
+		RelatesTo struct {
+			RelType string `json:"rel_type"`
+		} `json:"m.relates_to"`
+	}
+	if evt.Content.Parsed != nil {
+		msg, ok := evt.Content.Parsed.(*event.MessageEventContent)
+		return ok && msg.RelatesTo.GetReplaceID() != ""
+	}
+	return json.Unmarshal(evt.Content.VeryRaw, &content) == nil && content.RelatesTo.RelType == string(event.RelReplace)
 }
 
 // mentionsAlias reports whether any alias occurs in body as a whole word:

@@ -65,6 +65,25 @@ func (c *Client) SendReply(ctx context.Context, room, txnID string, content []by
 	return string(resp.EventID), nil
 }
 
+// React puts the reaction key on eventID (an m.reaction annotation) with
+// txnID and returns the reaction's event ID.
+func (c *Client) React(ctx context.Context, room, eventID, key, txnID string) (string, error) {
+	content := &event.ReactionEventContent{RelatesTo: event.RelatesTo{Type: event.RelAnnotation, EventID: id.EventID(eventID), Key: key}}
+	resp, err := c.cli.SendMessageEvent(ctx, id.RoomID(room), event.EventReaction, content, mautrix.ReqSendEvent{TransactionID: txnID})
+	if err != nil {
+		return "", Classify(err)
+	}
+	return string(resp.EventID), nil
+}
+
+// Redact redacts eventID with txnID (PUT /redact/{eventId}/{txnId}).
+func (c *Client) Redact(ctx context.Context, room, eventID, txnID string) error {
+	if _, err := c.cli.RedactEvent(ctx, id.RoomID(room), id.EventID(eventID), mautrix.ReqRedact{TxnID: txnID}); err != nil {
+		return Classify(err)
+	}
+	return nil
+}
+
 // findPages bounds how many pages of 100 of Lisa's own messages FindReply
 // reads (the filter names her as sender).
 const findPages = 50

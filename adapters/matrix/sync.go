@@ -25,6 +25,9 @@ import (
 // BotLedger is the part of the bot-event ledger reply detection reads.
 type BotLedger interface {
 	IsBotEvent(room, eventID string) (bool, error)
+	// Routed reports whether (room, eventID) was ever routed to its
+	// room as a candidate: an edit of it can only update that invocation.
+	Routed(room, eventID string) (bool, error)
 }
 
 // SyncOptions are the [matrix] sync settings.
@@ -166,15 +169,19 @@ func NewSource(c *Client, opts SyncOptions, ledger BotLedger, log *slog.Logger, 
 	}
 }
 
-// syncFilter is the inline /sync filter: room messages only, at most
-// limit per timeline, nothing else.
+// timelineTypes are the event types Lisa reads from room timelines:
+// messages (and their edits) and redactions.
+var timelineTypes = []event.Type{event.EventMessage, event.EventRedaction}
+
+// syncFilter is the inline /sync filter: room messages and redactions
+// only, at most limit per timeline, nothing else.
 func syncFilter(limit int) string {
 	none := map[string]any{"not_types": []string{"*"}}
 	f := map[string]any{
 		"presence":     none,
 		"account_data": none,
 		"room": map[string]any{
-			"timeline":     map[string]any{"limit": limit, "types": []string{"m.room.message"}},
+			"timeline":     map[string]any{"limit": limit, "types": []string{event.EventMessage.Type, event.EventRedaction.Type}},
 			"state":        none,
 			"ephemeral":    none,
 			"account_data": none,
@@ -381,11 +388,12 @@ func (s *Source) roomEvents(ctx context.Context, a *answer, room id.RoomID, jr *
 // events, candidates (with the events before them as context) and
 // rejections by verdict.
 func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, room id.RoomID, events []*event.Event) error {
+	routed := map[string]bool{} // this answer's candidates, not yet in the ledger
 	for i, evt := range events {
-		if evt.Sender == s.c.cli.UserID {
+		if evt.Sender == s.c.cli.UserID && evt.Type == event.EventMessage {
 			batch.OwnEvents = append(batch.OwnEvents, ownEvent(room, evt))
 		}
-		cand, verdict := s.classifier.Classify(ctx, room, evt, s.isLisa)
+		cand, verdict := s.classify(ctx, room, evt, routed)
 		switch verdict {
 		case RejectReplyLookup:
 			if !s.stalled(ctx, room, evt.ID) {
@@ -405,7 +413,10 @@ func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, ro
 			batch.Rejected[string(verdict)]++
 			continue
 		}
-		cand.BatchEvents = batchContext(events[:i])
+		routed[cand.GetEventId()] = true
+		if cand.GetRedactsEventId() == "" {
+			cand.BatchEvents = batchContext(events[:i])
+		}
 		batch.Candidates = append(batch.Candidates, cand)
 	}
 	return nil
@@ -421,7 +432,7 @@ func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor
 		var resp *mautrix.RespMessages
 		err := s.read(ctx, func() (err error) {
 			resp, err = s.c.cli.Messages(ctx, room, from, "", mautrix.DirectionBackward,
-				&mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, s.opts.TimelineLimit)
+				&mautrix.FilterPart{Types: timelineTypes}, s.opts.TimelineLimit)
 			return err
 		})
 		if err != nil {

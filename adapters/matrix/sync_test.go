@@ -20,6 +20,7 @@ import (
 type emptyLedger struct{ asked int }
 
 func (l *emptyLedger) IsBotEvent(string, string) (bool, error) { l.asked++; return false, nil }
+func (l *emptyLedger) Routed(string, string) (bool, error)     { return false, nil }
 
 // TestSourceAgainstDendrite: a baseline answers nothing; afterwards a reply
 // to a Lisa event the ledger does not know is verified with GET /event, a

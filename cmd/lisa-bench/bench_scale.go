@@ -314,7 +314,7 @@ func prepareJournals(dir string, rooms []string, events int, since string) (int,
 // snapshot interval).
 func roomHistory(roomID string, n int) ([]proto.Message, map[int]*roompb.RoomSnapshot) {
 	m := room.NewMachine(room.Policy{RoomID: roomID, MaxAttempts: 3, RetryBase: time.Second, RetryMax: time.Second,
-		SendRetryBase: time.Second, SendRetryMax: time.Second, ErrorReply: func(string, string) []byte { return []byte(`{}`) }})
+		SendRetryBase: time.Second, SendRetryMax: time.Second, ErrorReply: func(*roompb.Candidate) []byte { return []byte(`{}`) }})
 	var evs []proto.Message
 	snaps := map[int]*roompb.RoomSnapshot{}
 	now := time.Unix(1_700_000_000, 0)

@@ -869,6 +869,8 @@ type InvocationEdited struct {
 	EditEventId   string                 `protobuf:"bytes,2,opt,name=edit_event_id,json=editEventId,proto3" json:"edit_event_id,omitempty"`
 	Body          string                 `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
 	FormattedBody string                 `protobuf:"bytes,4,opt,name=formatted_body,json=formattedBody,proto3" json:"formatted_body,omitempty"`
+	// The room: the edit's inbox entry is taken in the same write.
+	RoomId        string `protobuf:"bytes,5,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -931,6 +933,13 @@ func (x *InvocationEdited) GetFormattedBody() string {
 	return ""
 }
 
+func (x *InvocationEdited) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
 // InvocationRedacted: the invoking message was redacted. An invocation
 // whose reply was not fixed yet is dropped; a reply already sent (or in
 // flight) is redacted in turn.
@@ -939,7 +948,9 @@ type InvocationRedacted struct {
 	EventId          string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	RedactionEventId string                 `protobuf:"bytes,2,opt,name=redaction_event_id,json=redactionEventId,proto3" json:"redaction_event_id,omitempty"`
 	// Lisa's reply to redact, when it was already sent.
-	ReplyEventId  string `protobuf:"bytes,3,opt,name=reply_event_id,json=replyEventId,proto3" json:"reply_event_id,omitempty"`
+	ReplyEventId string `protobuf:"bytes,3,opt,name=reply_event_id,json=replyEventId,proto3" json:"reply_event_id,omitempty"`
+	// The room: the redaction's inbox entry is taken in the same write.
+	RoomId        string `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -991,6 +1002,13 @@ func (x *InvocationRedacted) GetRedactionEventId() string {
 func (x *InvocationRedacted) GetReplyEventId() string {
 	if x != nil {
 		return x.ReplyEventId
+	}
+	return ""
+}
+
+func (x *InvocationRedacted) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
 	}
 	return ""
 }
@@ -1493,16 +1511,18 @@ const file_room_proto_rawDesc = "" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
-	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\x8c\x01\n" +
+	"\x0fabandoned_at_ms\x18\x03 \x01(\x03R\rabandonedAtMs\"\xa5\x01\n" +
 	"\x10InvocationEdited\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\"\n" +
 	"\redit_event_id\x18\x02 \x01(\tR\veditEventId\x12\x12\n" +
 	"\x04body\x18\x03 \x01(\tR\x04body\x12%\n" +
-	"\x0eformatted_body\x18\x04 \x01(\tR\rformattedBody\"\x83\x01\n" +
+	"\x0eformatted_body\x18\x04 \x01(\tR\rformattedBody\x12\x17\n" +
+	"\aroom_id\x18\x05 \x01(\tR\x06roomId\"\x9c\x01\n" +
 	"\x12InvocationRedacted\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x12redaction_event_id\x18\x02 \x01(\tR\x10redactionEventId\x12$\n" +
-	"\x0ereply_event_id\x18\x03 \x01(\tR\freplyEventId\"U\n" +
+	"\x0ereply_event_id\x18\x03 \x01(\tR\freplyEventId\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\"U\n" +
 	"\fReactionSent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12*\n" +
 	"\x11reaction_event_id\x18\x02 \x01(\tR\x0freactionEventId\"9\n" +

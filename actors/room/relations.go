@@ -1,0 +1,182 @@
+package room
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/backoff"
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// What members do to an invoking message after sending it: edit it,
+// redact it. And what Lisa does while they wait: a reaction that she
+// removes when she answers.
+
+// relation takes in an inbox candidate that is an edit or a redaction.
+// queued holds the candidates this step queues (not applied yet). It
+// reports false for an ordinary candidate.
+func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate, ms int64) bool {
+	switch {
+	case c.GetRedactsEventId() != "":
+		m.redaction(out, c, queued)
+	case c.GetReplacesEventId() != "":
+		m.edit(out, c, queued, ms)
+	default:
+		return false
+	}
+	return true
+}
+
+// redaction takes in a redaction of target: a question not answered yet
+// is dropped (its running attempt stopped); the reply to a question
+// answered recently is redacted in turn; anything else is no business of
+// Lisa's.
+func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) {
+	target := c.GetRedactsEventId()
+	ev := &roompb.InvocationRedacted{EventId: target, RedactionEventId: c.GetEventId(), RoomId: m.policy.RoomID}
+	switch inv := m.Queued(target); {
+	case inv != nil:
+		if head := m.Head(); head == inv && !inv.Ready {
+			m.headGone(out)
+		}
+	case queued[target] != nil:
+	default:
+		reply := m.Reply(target)
+		if reply == "" {
+			out.effect(RemoveInbox{EventID: c.GetEventId()})
+			return
+		}
+		ev.ReplyEventId = reply
+	}
+	out.event(ev)
+}
+
+// headGone ends the volatile progress of a head that is being dropped
+// before its reply was fixed: a running attempt is stopped, a retry wait
+// ends. A slot held or asked for stays with the room.
+func (m *Machine) headGone(out *Output) {
+	switch m.phase {
+	case running:
+		out.effect(CancelInvocation{})
+		m.phase = idle
+	case retryWait:
+		m.phase = idle
+	}
+}
+
+// edit takes in an edit of a message. An invocation that has not started
+// takes the new text; an edit that newly addresses Lisa in a message she
+// has not seen starts one, keyed to the original message so that
+// exactly-once holds; anything else (a started or answered invocation,
+// another member's edit) is ignored.
+func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate, ms int64) {
+	orig := c.GetReplacesEventId()
+	edited := &roompb.InvocationEdited{
+		EventId: orig, EditEventId: c.GetEventId(), Body: c.GetBody(), FormattedBody: c.GetFormattedBody(), RoomId: m.policy.RoomID,
+	}
+	if inv := m.Queued(orig); inv != nil {
+		if inv.Attempts == 0 && !inv.Ready && !inv.Notice && inv.Candidate.GetSender() == c.GetSender() {
+			out.event(edited)
+			return
+		}
+	} else if q := queued[orig]; q != nil {
+		if q.GetSender() == c.GetSender() {
+			out.event(edited)
+			return
+		}
+	} else if !c.GetOriginalRouted() && !m.Knows(orig) {
+		inv := proto.Clone(c).(*roompb.Candidate)
+		inv.EventId, inv.EditEventId, inv.ReplacesEventId = orig, c.GetEventId(), ""
+		if ref := m.refuse(inv, m.pending()+len(queued), false, ms); ref != nil {
+			out.event(ref)
+			return
+		}
+		m.countSender(inv.GetSender(), ms)
+		queued[orig] = inv
+		out.event(&roompb.InvocationQueued{Candidate: inv, QueuedAtMs: ms})
+		m.waitReaction(out, orig, 0)
+		return
+	}
+	out.effect(RemoveInbox{EventID: c.GetEventId()})
+}
+
+// waitReaction schedules the wait reaction of eventID after the policy's
+// delay less waited, if the policy puts one.
+func (m *Machine) waitReaction(out *Output, eventID string, waited time.Duration) {
+	if m.policy.WaitReaction == "" || m.policy.WaitReactionAfter <= 0 {
+		return
+	}
+	out.effect(Schedule{After: max(m.policy.WaitReactionAfter-waited, 0), Input: ReactionDue{EventID: eventID}})
+}
+
+// reactionDue puts the wait reaction on an invocation still pending.
+func (m *Machine) reactionDue(in ReactionDue) Output {
+	var out Output
+	inv := m.Queued(in.EventID)
+	if inv == nil || inv.Notice || inv.ReactionEventID != "" || m.reacting[in.EventID] || m.policy.WaitReaction == "" {
+		return out
+	}
+	if m.reacting == nil {
+		m.reacting = map[string]bool{}
+	}
+	m.reacting[in.EventID] = true
+	out.effect(SendReaction{EventID: in.EventID, Key: m.policy.WaitReaction,
+		TxnID: string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID+"#wait")))})
+	return out
+}
+
+// reactionDone records the wait reaction. A failed one is not retried:
+// it is a courtesy, and the answer does not wait for it.
+func (m *Machine) reactionDone(in ReactionDone) Output {
+	var out Output
+	delete(m.reacting, in.EventID)
+	if in.Err == nil && in.ReactionEventID != "" {
+		out.event(&roompb.ReactionSent{EventId: in.EventID, ReactionEventId: in.ReactionEventID})
+	}
+	return out
+}
+
+// pumpRedactions starts the redaction of the oldest pending event of
+// Lisa's, one at a time, whatever the head is doing.
+func (m *Machine) pumpRedactions() Output {
+	var out Output
+	if m.redacting || len(m.PendingRedactions) == 0 {
+		return out
+	}
+	m.redacting = true
+	target := m.PendingRedactions[0]
+	out.effect(Redact{EventID: target,
+		TxnID: string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(target+"#redact")))})
+	return out
+}
+
+// redactDone records a redaction, gives up one the homeserver refuses for
+// good (logged with its code), or tries again after a pause.
+func (m *Machine) redactDone(in RedactDone) Output {
+	var out Output
+	if !m.redacting || len(m.PendingRedactions) == 0 || m.PendingRedactions[0] != in.EventID {
+		return out
+	}
+	switch {
+	case in.Err == nil:
+		m.redactFailures = 0
+		m.redacting = false
+		out.event(&roompb.Redacted{EventId: in.EventID})
+	case in.Err.Permanent:
+		m.redactFailures = 0
+		m.redacting = false
+		out.event(&roompb.Redacted{EventId: in.EventID, Code: string(in.Err.Code)})
+	default:
+		m.redactFailures++
+		delay := backoff.Policy{Base: m.policy.SendRetryBase, Max: m.policy.SendRetryMax}.Delay(m.redactFailures, in.RetryAfter)
+		out.effect(Schedule{After: delay, Input: RedactDue{}})
+	}
+	return out
+}
+
+// redactDue ends the pause after a failed redaction.
+func (m *Machine) redactDue() {
+	m.redacting = false
+}
