@@ -63,6 +63,9 @@ type HealthReport struct {
 	RoomsStopped       int      `json:"rooms_stopped"`
 	OldestReadySeconds float64  `json:"oldest_ready_reply_age_seconds,omitempty"`
 	ToolQueue          int      `json:"tool_queue"`
+	// EncryptedRooms are allowed rooms Lisa cannot read because they are
+	// end-to-end encrypted; each is also a reason (see encryption.go).
+	EncryptedRooms []string `json:"encrypted_rooms,omitempty"`
 }
 
 // Handle answers admin-socket commands. It reads the mailbox registry and

@@ -81,7 +81,9 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		return err
 	}
 	log.Info("lisa running", "rooms", len(m.AllowedRoomIDs), "user", m.UserID, "device", m.DeviceID)
+	encryptionChecked := watchEncryption(ctx, d, session, m.AllowedRoomIDs, log)
 	<-ctx.Done()
+	encryptionChecked()
 	log.Info("shutting down", "grace_seconds", res.Config.Runtime.ShutdownGraceSeconds)
 	if err := d.Stop(context.Background()); err != nil {
 		log.Error("shutdown incomplete", "err", err.Error())

@@ -113,6 +113,7 @@ type Server struct {
 	path  string
 	sock  os.FileInfo // the socket as created, so Close removes only its own
 	ln    *net.UnixListener
+	hMu   sync.Mutex // guards h (see Wrap)
 	h     Handler
 	log   *slog.Logger
 	lim   Limits
@@ -278,6 +279,22 @@ func privateDir(dir string) (string, error) {
 	return "", errors.New("cannot create a private directory for the socket")
 }
 
+// Wrap replaces the server's handler with mw applied to it, so that the
+// owner of a running server can add to its answers (a middleware). Requests
+// already being answered finish with the handler they started with.
+func (s *Server) Wrap(mw func(Handler) Handler) {
+	s.hMu.Lock()
+	defer s.hMu.Unlock()
+	s.h = mw(s.h)
+}
+
+// handler is the current handler.
+func (s *Server) handler() Handler {
+	s.hMu.Lock()
+	defer s.hMu.Unlock()
+	return s.h
+}
+
 // Close stops accepting, ends open connections and removes the socket,
 // unless another server has replaced it since.
 func (s *Server) Close() error {
@@ -377,7 +394,7 @@ func (s *Server) answer(line []byte) Response {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, handleTimeout)
 	defer cancel()
-	data, err := s.h.Handle(ctx, req.Cmd, req.Args)
+	data, err := s.handler().Handle(ctx, req.Cmd, req.Args)
 	if err != nil {
 		return Response{Error: err.Error()}
 	}
