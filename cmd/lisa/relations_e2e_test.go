@@ -1,0 +1,295 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/testkit/llmfake"
+)
+
+// Threads, edits, redactions and the wait reaction (#17 items 1, 3, 4, 5)
+// against a real Dendrite: what a member does in Element, what Lisa does.
+
+// inThread is a message in the thread of root. With fallback, its
+// m.in_reply_to is the thread fallback that clients without threads
+// show (is_falling_back); otherwise it is a real reply to replyTo.
+func inThread(body string, root, replyTo id.EventID, fallback, mention bool, bot string) *event.MessageEventContent {
+	c := &event.MessageEventContent{MsgType: event.MsgText, Body: body, RelatesTo: &event.RelatesTo{
+		Type: event.RelThread, EventID: root, InReplyTo: &event.InReplyTo{EventID: replyTo}, IsFallingBack: fallback,
+	}}
+	if mention {
+		c.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(bot)}}
+	}
+	return c
+}
+
+// edit is an edit (m.replace) of orig with the new text body.
+func edit(orig id.EventID, body string, mention bool, bot string) *event.MessageEventContent {
+	nc := &event.MessageEventContent{MsgType: event.MsgText, Body: body}
+	if mention {
+		nc.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(bot)}}
+	}
+	return &event.MessageEventContent{MsgType: event.MsgText, Body: "* " + body, NewContent: nc,
+		RelatesTo: &event.RelatesTo{Type: event.RelReplace, EventID: orig}}
+}
+
+// requestFor returns the text of the last LLM request whose invoking
+// message contains marker.
+func (e *e2e) requestFor(marker string) string {
+	e.t.Helper()
+	reqs := e.llm.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if strings.Contains(invocationText(reqs[i].LastUser()), marker) {
+			raw, _ := json.Marshal(reqs[i])
+			return string(raw)
+		}
+	}
+	e.t.Fatalf("no LLM request for %q", marker)
+	return ""
+}
+
+// TestThreadsAnsweredInThread: a mention inside a thread is answered in
+// that thread, with the thread as context; a real reply to Lisa inside a
+// thread invokes her, the thread fallback pointing at her does not; the
+// main timeline's context leaves thread messages out.
+func TestThreadsAnsweredInThread(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	e.say(room, plainText("MAINLINE-CANARY: the main timeline talks about the weather"))
+	root := e.say(room, plainText("Thread root: who brings the cake on Saturday?"))
+	e.say(room, inThread("THREAD-CANARY: Bob brings the cake", root, root, true, false, e.bot.UserID))
+	q := e.say(room, inThread("Lisa, who brings the cake? (thread question)", root, root, true, true, e.bot.UserID))
+	e.awaitReply(room, q)
+
+	c := e.replyContent(room, q)
+	rel, _ := c["m.relates_to"].(map[string]any)
+	irt, _ := rel["m.in_reply_to"].(map[string]any)
+	if rel["rel_type"] != "m.thread" || rel["event_id"] != string(root) || rel["is_falling_back"] != false || irt["event_id"] != string(q) {
+		t.Fatalf("thread reply relates_to = %#v", rel)
+	}
+	req := e.requestFor("thread question")
+	if !strings.Contains(req, "THREAD-CANARY") || !strings.Contains(req, "who brings the cake on Saturday") {
+		t.Errorf("the thread question's context lacks the thread:\n%s", req)
+	}
+	if strings.Contains(req, "MAINLINE-CANARY") {
+		t.Errorf("the thread question's context holds the main timeline:\n%s", req)
+	}
+
+	reply := e.replyEventTo(room, q)
+	fb := e.say(room, inThread("thanks (fallback only)", root, reply, true, false, e.bot.UserID))
+	real := e.say(room, inThread("and who brings the candles? (real reply)", root, reply, false, false, e.bot.UserID))
+	e.awaitReply(room, real)
+	if rel, _ := e.replyContent(room, real)["m.relates_to"].(map[string]any); rel["rel_type"] != "m.thread" || rel["event_id"] != string(root) {
+		t.Errorf("reply to a reply in the thread left the thread: %#v", rel)
+	}
+
+	main := e.mention(room, "and on the main timeline? (main question)")
+	e.awaitReply(room, main)
+	if req := e.requestFor("main question"); strings.Contains(req, "THREAD-CANARY") {
+		t.Errorf("the main timeline's context holds thread messages:\n%s", req)
+	}
+	if rel, _ := e.replyContent(room, main)["m.relates_to"].(map[string]any); rel["rel_type"] != nil {
+		t.Errorf("main timeline reply has rel_type %v", rel["rel_type"])
+	}
+	s := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{q: 1, real: 1, main: 1, s: 1, fb: 0})
+}
+
+// TestEditsBeforeTheAnswer: a question edited before Lisa starts on it is
+// answered in its new wording, once; a message edited to address Lisa
+// invokes her once, keyed to the original message; edits after the answer
+// change nothing.
+func TestEditsBeforeTheAnswer(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	gate := llmfake.NewGate()
+	defer gate.Release()
+	e.llm.Enqueue(llmfake.Answer("first, done").Until(gate))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	busy := e.mention(room, "keep busy for a moment")
+	if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	asked := e.mention(room, "ORIGINAL-WORDING what time is it?")
+	e.say(room, edit(asked, "EDITED-WORDING what day is it?", true, e.bot.UserID))
+	e.awaitLogLine(p, `"transition":"InvocationEdited"`)
+	plain := e.say(room, plainText("just chatting, no question"))
+	e.say(room, edit(plain, "Lisa, NEWLY-ADDRESSED can you help?", true, e.bot.UserID))
+	gate.Release()
+
+	e.awaitReply(room, asked)
+	if body, _ := e.replyContent(room, asked)["body"].(string); !strings.Contains(body, "answer: EDITED-WORDING") {
+		t.Errorf("answer to the edited question = %q", body)
+	}
+	e.awaitReply(room, plain)
+	if body, _ := e.replyContent(room, plain)["body"].(string); !strings.Contains(body, "NEWLY-ADDRESSED") {
+		t.Errorf("answer to the edited message = %q", body)
+	}
+
+	// After the answers, edits change nothing.
+	e.say(room, edit(asked, "EDITED-AGAIN too late", true, e.bot.UserID))
+	e.say(room, edit(plain, "Lisa, EDITED-AGAIN too late", true, e.bot.UserID))
+	s := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{busy: 1, asked: 1, plain: 1, s: 1})
+	for _, r := range e.llm.Requests() {
+		if strings.Contains(invocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(invocationText(r.LastUser()), "ORIGINAL-WORDING") {
+			t.Errorf("an LLM request answered %q", invocationText(r.LastUser()))
+		}
+	}
+}
+
+// awaitLogLine waits until a line of Lisa's log contains s.
+func (e *e2e) awaitLogLine(p *lisaProc, s string) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(p.text(), s) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no log line with %q; logs:\n%s", s, p.text())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRedactions: a question redacted before Lisa answers is never
+// answered (nor sent to the model); redacting a question she answered
+// makes her redact her reply.
+func TestRedactions(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	gate := llmfake.NewGate()
+	defer gate.Release()
+	e.llm.Enqueue(llmfake.Answer("first, done").Until(gate))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	busy := e.mention(room, "keep busy for a moment")
+	if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	withdrawn := e.mention(room, "WITHDRAWN-QUESTION never mind")
+	if _, err := e.human.RedactEvent(e.ctx, room, withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitLogLine(p, `"transition":"InvocationRedacted"`)
+	gate.Release()
+
+	regret := e.mention(room, "answer this, then I regret it")
+	e.awaitReply(room, regret)
+	reply := e.replyEventTo(room, regret)
+	if _, err := e.human.RedactEvent(e.ctx, room, regret); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitRedacted(room, reply)
+
+	s := e.settle(room)
+	got := e.replies(room)
+	if got[busy] != 1 || got[withdrawn] != 0 || got[s] != 1 {
+		t.Errorf("replies = %v; want busy and sentinel once, the withdrawn question never", got)
+	}
+	for _, r := range e.llm.Requests() {
+		if strings.Contains(invocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
+			t.Error("the withdrawn question reached the model")
+		}
+		if strings.Contains(r.LastUser(), "WITHDRAWN-QUESTION") {
+			t.Error("the withdrawn question entered a context")
+		}
+	}
+}
+
+// awaitRedacted waits until ev in room is redacted.
+func (e *e2e) awaitRedacted(room id.RoomID, ev id.EventID) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		evt, err := e.human.GetEvent(e.ctx, room, ev)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if evt.Unsigned.RedactedBecause != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s was never redacted; logs:\n%s", ev, e.proc.text())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lisaReactions returns Lisa's reactions in room: the reaction's event ID
+// per (target event, key).
+func (e *e2e) lisaReactions(room id.RoomID) map[[2]string]id.EventID {
+	e.t.Helper()
+	resp, err := e.human.Messages(e.ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventReaction}}, 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[[2]string]id.EventID{}
+	for _, evt := range resp.Chunk {
+		if string(evt.Sender) != e.bot.UserID {
+			continue
+		}
+		var c struct {
+			Rel struct {
+				EventID string `json:"event_id"`
+				Key     string `json:"key"`
+			} `json:"m.relates_to"`
+		}
+		_ = json.Unmarshal(evt.Content.VeryRaw, &c)
+		out[[2]string{c.Rel.EventID, c.Rel.Key}] = evt.ID
+	}
+	return out
+}
+
+// TestWaitReaction: a question whose answer is pending longer than
+// runtime.wait_reaction_seconds (a slow model, or waiting behind another
+// question) gets Lisa's reaction, which she removes when she answers; a
+// quick answer gets none. No extra message is sent.
+func TestWaitReaction(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	e.extraConfig = "wait_reaction = \"⏳\"\nwait_reaction_seconds = 1\n"
+	gate := llmfake.NewGate()
+	defer gate.Release()
+	e.llm.Enqueue(llmfake.Answer("slow, done").Until(gate))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	slow := e.mention(room, "a slow one")
+	waiting := e.mention(room, "waiting behind it")
+	var reactions map[[2]string]id.EventID
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		reactions = e.lisaReactions(room)
+		if reactions[[2]string{string(slow), "⏳"}] != "" && reactions[[2]string{string(waiting), "⏳"}] != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reactions = %v; logs:\n%s", reactions, p.text())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	gate.Release()
+	e.awaitReply(room, slow)
+	e.awaitReply(room, waiting)
+	e.awaitRedacted(room, reactions[[2]string{string(slow), "⏳"}])
+	e.awaitRedacted(room, reactions[[2]string{string(waiting), "⏳"}])
+
+	quick := e.mention(room, "a quick one")
+	e.awaitReply(room, quick)
+	s := e.settle(room)
+	if r := e.lisaReactions(room)[[2]string{string(quick), "⏳"}]; r != "" {
+		t.Errorf("a quick answer got a reaction %s", r)
+	}
+	e.expectReplies(room, map[id.EventID]int{slow: 1, waiting: 1, quick: 1, s: 1})
+}
