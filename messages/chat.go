@@ -144,6 +144,19 @@ type Invoking struct {
 	ThreadRoot EventID
 }
 
+// RoomFacts are what the context builder learned about the room of an
+// invocation, for the prompt. Name and Topic are set by room members:
+// untrusted data, already bounded and made a single line of plain text.
+// Each field is empty when unknown.
+type RoomFacts struct {
+	// Name is the room's name (m.room.name).
+	Name string
+	// Topic is the room's topic (m.room.topic).
+	Topic string
+	// BotName is Lisa's own display name in the room.
+	BotName string
+}
+
 // reasoningTags are the tags reasoning models wrap their thinking in.
 var reasoningTags = []string{"thinking", "think"}
 

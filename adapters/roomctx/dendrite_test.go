@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"regexp"
@@ -193,7 +194,7 @@ func (w *scene) candidate(room id.RoomID, evtID id.EventID) *roompb.Candidate {
 		OriginTsMs:     evt.Timestamp,
 		Trigger:        "mention",
 		Body:           event.TrimReplyFallbackText(msg.Body),
-		ReplyToEventId: string(msg.RelatesTo.GetReplyTo()),
+		ReplyToEventId: string(msg.RelatesTo.GetNonFallbackReplyTo()),
 	}
 	if msg.Format == event.FormatHTML {
 		c.FormattedBody = event.TrimReplyFallbackHTML(msg.FormattedBody)
@@ -462,6 +463,119 @@ func main() {
 		}
 		check(t, "injection", out)
 	})
+}
+
+// threadMsg sends a message in the thread of root, with the reply
+// fallback to previous, as Element does.
+func (w *scene) threadMsg(room id.RoomID, user, label, body string, root, previous id.EventID) id.EventID {
+	return w.send(room, user, label, map[string]any{
+		"msgtype": "m.text",
+		"body":    body,
+		"m.relates_to": map[string]any{
+			"rel_type": "m.thread", "event_id": root, "is_falling_back": true,
+			"m.in_reply_to": map[string]any{"event_id": previous},
+		},
+	})
+}
+
+// TestThreadsAgainstDendrite: Dendrite v0.13.8 serves GET
+// /v1/rooms/{roomId}/relations/{root}/m.thread, so the context of an
+// invocation in a thread is that thread (root and the thread's events
+// before the invocation); a main-timeline invocation in the same room
+// sees no thread event. Lisa's own Matrix adapter, without /relations,
+// builds the same thread block from the room timeline. The room's name
+// and topic and Lisa's display name are the facts.
+func TestThreadsAgainstDendrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	w := newWorld(t, ctx).in(t)
+	r := w.room("threads")
+	root := w.text(r, "alice", "root", "Where shall we eat on Friday?")
+	t1 := w.threadMsg(r, "bob", "t1", "The Thai place.", root, root)
+	w.text(r, "carol", "main1", "MAIN: unrelated chatter")
+	other := w.text(r, "carol", "otherroot", "MAIN: another question")
+	w.threadMsg(r, "bob", "other1", "OTHER THREAD answer", other, other)
+	t2 := w.threadMsg(r, "alice", "t2", "Too spicy for me.", root, t1)
+	inv := w.threadMsg(r, "bob", "inv", "Lisa, what have we ruled out?", root, t2)
+	w.threadMsg(r, "alice", "after", "AFTER the invocation", root, inv)
+	w.text(r, "carol", "main2", "MAIN: after, too")
+	w.synced(r)
+
+	c := w.candidate(r, inv)
+	c.ThreadRootEventId = string(root)
+	out, facts, err := New(w.users["lisa"], string(w.users["lisa"].UserID), defaultLimits()).BuildWithFacts(w.ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bodies(t, out)
+	want := []string{"Where shall we eat on Friday?", "The Thai place.", "Too spicy for me.", "Lisa, what have we ruled out?"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("thread block = %q, want %q\n%s", got, want, w.stable(out))
+	}
+	if facts.BotName != "Lisa" || facts.Name != "" || facts.Topic != "" {
+		t.Errorf("facts = %+v", facts)
+	}
+	lean, err := New(w.lisa, w.lisa.UserID(), defaultLimits()).Build(w.ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lean != out {
+		t.Errorf("timeline fallback differs from /relations:\n%s\nvs\n%s", w.stable(lean), w.stable(out))
+	}
+	golden.Check(t, filepath.Join("testdata", "thread.golden"), w.stable(out))
+
+	mainInv := w.text(r, "bob", "maininv", "Lisa, anything new?")
+	main := w.build(r, mainInv, defaultLimits())
+	for _, s := range []string{"Thai", "spicy", "OTHER THREAD", "AFTER", "ruled out"} {
+		if strings.Contains(main, s) {
+			t.Errorf("thread event %q in a main-timeline context:\n%s", s, main)
+		}
+	}
+	if !strings.Contains(main, "Where shall we eat") || !strings.Contains(main, "MAIN: after, too") {
+		t.Errorf("main timeline lost:\n%s", main)
+	}
+}
+
+// TestMaxEventsAgainstDendrite: Dendrite caps GET /context at 100 events
+// (50 before the anchor); context.max_events of 80 is honoured by paging
+// GET /messages backwards from /context's start token.
+func TestMaxEventsAgainstDendrite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	w := newWorld(t, ctx).in(t)
+	resp, err := w.users["alice"].CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat", Name: "Tea\nroom", Topic: "Biscuits & tea\u202e only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.RoomID
+	w.joined[r] = map[string]bool{"alice": true}
+	w.join(r, "lisa")
+	for i := range 100 {
+		w.text(r, "alice", fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i))
+	}
+	inv := w.text(r, "bob", "inv", "Lisa, count them.")
+	w.synced(r)
+	l := defaultLimits()
+	l.MaxEvents = 80
+	out, facts, err := New(w.users["lisa"], string(w.users["lisa"].UserID), l).BuildWithFacts(ctx, w.candidate(r, inv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := bodies(t, out)
+	if len(got) != 80 || got[0] != "message 21" || got[78] != "message 99" {
+		t.Fatalf("%d messages, first %q", len(got), got[0])
+	}
+	if facts.Name != "Tea room" || facts.Topic != "Biscuits & tea only" || facts.BotName != "Lisa" {
+		t.Errorf("facts = %+v", facts)
+	}
+	// Lisa's own adapter has no GET /messages yet: one /context's worth.
+	lean, err := New(w.lisa, w.lisa.UserID(), l).Build(ctx, w.candidate(r, inv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(bodies(t, lean)); n != 51 && n != 80 {
+		t.Errorf("lean adapter: %d messages", n)
+	}
 }
 
 // idOf returns the real ID labelled label.

@@ -13,8 +13,23 @@
 // Limits.MaxReplyDepth targets. Characters are budgeted per event and for
 // the whole block, newest history first, and the invocation always stays.
 //
+// An invocation in a thread (roompb.Candidate.ThreadRootEventId) gets that
+// thread as its context: the root and the thread's events before the
+// invocation, read backwards in pages from GET /relations/{root}/m.thread
+// (a [ThreadFetcher]); without it, or when it fails, the thread's events
+// are picked out of the room timeline. A main-timeline invocation's
+// context leaves the events of threads out. When Limits.MaxEvents asks for
+// more than one GET /context gives (50 events before the anchor on
+// Dendrite), older events are read with GET /messages (a
+// [HistoryFetcher]) in bounded pages. Edits of thread events are not
+// applied in a thread's context: they relate to the edited event, not to
+// the thread root, so /relations on the root does not list them.
+//
 // The result is an explicitly delimited <room_context> block in which every
 // attribute value and message body is escaped, so room content can never
 // close the block or forge markup of its own. If GET /context fails, the
-// block holds the invocation alone.
+// block holds the invocation and the preceding events of its /sync batch.
+// [Builder.BuildWithFacts] also returns the room's name and topic (from
+// its state, through a [StateFetcher]) and Lisa's display name, bounded
+// single lines for the prompt.
 package roomctx

@@ -30,12 +30,33 @@ type fakeFetcher struct {
 	members    map[id.UserID]string
 	membersErr error
 
-	mu     sync.Mutex
-	gets   []id.EventID
-	limit  int
-	filter *mautrix.FilterPart
-	asked  id.EventID
-	room   id.RoomID
+	// GET /relations pages by from token ("" is the first), and an
+	// error for the tokens in relErr.
+	relations map[string]*mautrix.RespGetRelations
+	relErr    map[string]error
+	// GET /messages pages by from token, and an error for the tokens in
+	// msgErr.
+	pages  map[string]*mautrix.RespMessages
+	msgErr map[string]error
+	// state holds state event contents (JSON) by type.
+	state map[event.Type]string
+
+	mu       sync.Mutex
+	gets     []id.EventID
+	limit    int
+	filter   *mautrix.FilterPart
+	asked    id.EventID
+	room     id.RoomID
+	relReqs  []mautrix.ReqGetRelations
+	relRoots []id.EventID
+	msgReqs  []msgReq
+}
+
+// msgReq is one recorded GET /messages.
+type msgReq struct {
+	from  string
+	dir   mautrix.Direction
+	limit int
 }
 
 func (f *fakeFetcher) Context(_ context.Context, room id.RoomID, evt id.EventID, filter *mautrix.FilterPart, limit int) (*mautrix.RespContext, error) {
@@ -66,8 +87,53 @@ func (f *fakeFetcher) JoinedMembers(context.Context, id.RoomID) (*mautrix.RespJo
 	return resp, nil
 }
 
-var _ Fetcher = (*mautrix.Client)(nil)
-var _ Fetcher = (*fakeFetcher)(nil)
+func (f *fakeFetcher) GetRelations(_ context.Context, room id.RoomID, root id.EventID, req *mautrix.ReqGetRelations) (*mautrix.RespGetRelations, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.relReqs = append(f.relReqs, *req)
+	f.relRoots = append(f.relRoots, root)
+	if err := f.relErr[req.From]; err != nil {
+		return nil, err
+	}
+	if resp, ok := f.relations[req.From]; ok && room == testRoom {
+		return resp, nil
+	}
+	return &mautrix.RespGetRelations{}, nil
+}
+
+func (f *fakeFetcher) Messages(_ context.Context, room id.RoomID, from, _ string, dir mautrix.Direction, _ *mautrix.FilterPart, limit int) (*mautrix.RespMessages, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.msgReqs = append(f.msgReqs, msgReq{from: from, dir: dir, limit: limit})
+	if err := f.msgErr[from]; err != nil {
+		return nil, err
+	}
+	if resp, ok := f.pages[from]; ok && room == testRoom {
+		return resp, nil
+	}
+	return &mautrix.RespMessages{Start: from}, nil
+}
+
+func (f *fakeFetcher) StateEvent(_ context.Context, room id.RoomID, typ event.Type, key string, out any) error {
+	raw, ok := f.state[typ]
+	if !ok || room != testRoom || key != "" {
+		return notFound()
+	}
+	return json.Unmarshal([]byte(raw), out)
+}
+
+// baseOnly hides the optional capabilities of a fetcher.
+type baseOnly struct{ Fetcher }
+
+var (
+	_ Fetcher        = (*mautrix.Client)(nil)
+	_ ThreadFetcher  = (*mautrix.Client)(nil)
+	_ HistoryFetcher = (*mautrix.Client)(nil)
+	_ StateFetcher   = (*mautrix.Client)(nil)
+	_ ThreadFetcher  = (*fakeFetcher)(nil)
+	_ HistoryFetcher = (*fakeFetcher)(nil)
+	_ StateFetcher   = (*fakeFetcher)(nil)
+)
 
 // notFound is the error mautrix returns for a 404.
 func notFound() error {

@@ -80,7 +80,12 @@ func memberName(evt *event.Event) string {
 
 // cleanName makes a display name a single line of at most maxNameChars
 // characters.
-func cleanName(s string) string {
+func cleanName(s string) string { return cleanLine(s, maxNameChars) }
+
+// cleanLine makes s valid UTF-8 on a single line of at most maxChars
+// characters, without control or bidirectional formatting characters,
+// white space runs collapsed; a longer text is cut and ends with "…".
+func cleanLine(s string, maxChars int) string {
 	s = strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || unicode.IsSpace(r) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
 			return ' '
@@ -88,8 +93,8 @@ func cleanName(s string) string {
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) > maxNameChars {
-		s = string([]rune(s)[:maxNameChars-1]) + "…"
+	if utf8.RuneCountInString(s) > maxChars {
+		s = string([]rune(s)[:maxChars-1]) + "…"
 	}
 	return s
 }

@@ -88,49 +88,54 @@ func (b *Builder) WithLogger(log *slog.Logger) *Builder {
 func (b *Builder) Limits() Limits { return b.limits }
 
 // Build returns the <room_context> block for the invocation c: the
-// messages before it (from GET /context) and c itself, normalized,
-// budgeted and escaped. If the history cannot be fetched the block holds
-// the invocation alone. Build fails only if c lacks a room, event or
-// sender, or if ctx ends.
+// messages before it, normalized, budgeted and escaped (see
+// [Builder.BuildWithFacts]).
 func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error) {
+	block, _, err := b.BuildWithFacts(ctx, c)
+	return block, err
+}
+
+// BuildWithFacts returns the <room_context> block for the invocation c
+// and facts about its room. For an invocation in a thread
+// (c.ThreadRootEventId) the block is that thread: its root and the
+// thread's events before c (GET /relations, paged), else the room
+// timeline's messages before c (GET /context, then GET /messages pages
+// for more than one /context gives) without the events of threads. If
+// the history cannot be fetched the block holds the invocation and the
+// events of its /sync batch. The facts are the room's name and topic and
+// Lisa's display name; what cannot be fetched is left empty. It fails
+// only if c lacks a room, event or sender, or if ctx ends.
+func (b *Builder) BuildWithFacts(ctx context.Context, c *roompb.Candidate) (string, messages.RoomFacts, error) {
 	if c == nil || c.GetRoomId() == "" || c.GetEventId() == "" || c.GetSender() == "" {
-		return "", errors.New("roomctx: candidate lacks room, event or sender")
+		return "", messages.RoomFacts{}, errors.New("roomctx: candidate lacks room, event or sender")
 	}
 	room := id.RoomID(c.GetRoomId())
 	inv := invocationTurn(c, b.bot, b.limits.MaxEventCharacters, b.memo)
 
-	var history []*turn
-	var window map[id.EventID]*turn
-	var skipped map[id.EventID]bool
-	var state []*event.Event
-	// The member list does not depend on the context: fetch both at once,
-	// so the invocation waits for one round trip, not two.
-	membersCtx, stopMembers := context.WithCancel(ctx)
-	defer stopMembers()
+	// The member list and the room state do not depend on the history:
+	// fetch them meanwhile, so the invocation waits for one round trip.
+	sideCtx, stopSide := context.WithCancel(ctx)
+	defer stopSide()
 	members := make(chan *mautrix.RespJoinedMembers, 1)
-	go func() { members <- b.joinedMembers(membersCtx, room) }()
-	resp, err := b.fetch.Context(ctx, room, inv.id, contextFilter(), contextLimit(b.limits.MaxEvents))
-	switch {
-	case ctx.Err() != nil:
-		return "", ctx.Err()
-	case err != nil || resp == nil:
-		// Last resort: the events that came with the invocation in the
-		// same /sync response (same room, before it, bounded).
-		before := batchEvents(c.GetBatchEvents())
-		b.log.WarnContext(ctx, "room context unavailable, using the events of the sync batch",
-			"room", messages.RoomID(room), "event", messages.EventID(inv.id), "status", errorStatus(err), "batch_events", len(before))
-		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters, b.memo)
-	default:
-		before := make([]*event.Event, 0, len(resp.EventsBefore))
-		for i := len(resp.EventsBefore) - 1; i >= 0; i-- { // newest first on the wire
-			before = append(before, resp.EventsBefore[i])
-		}
-		history, window, skipped = parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters, b.memo)
-		state = resp.State
+	go func() { members <- b.joinedMembers(sideCtx, room) }()
+	roomState := make(chan [2]string, 1)
+	go func() {
+		name, topic := b.roomState(sideCtx, room)
+		roomState <- [2]string{name, topic}
+	}()
+
+	before, state, dropped := b.history(ctx, c, room, inv)
+	if err := ctx.Err(); err != nil {
+		return "", messages.RoomFacts{}, err
+	}
+	history, window, skipped := parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters, b.memo)
+	for _, e := range dropped {
+		skipped[e] = true
 	}
 
 	selected := b.selectTurns(inv, history)
-	names := namesOf(room, <-members, state)
+	joined := <-members
+	names := namesOf(room, joined, state)
 	r := &resolver{
 		b:         b,
 		room:      room,
@@ -153,10 +158,64 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 			t.reply = r.ref(ctx, t.replyTo)
 		}
 	}
+	rs := <-roomState
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return "", messages.RoomFacts{}, err
 	}
-	return render(room, selected, names.lookup), nil
+	return render(room, selected, names.lookup), b.facts(rs[0], rs[1], joined), nil
+}
+
+// history returns the events before the invocation, oldest first: its
+// thread for an invocation in a thread, else the main timeline. dropped
+// are events seen but left out (those of other threads, or of the main
+// timeline for a thread), which are no valid reply targets. state is the
+// member state GET /context returned, if it was used.
+func (b *Builder) history(ctx context.Context, c *roompb.Candidate, room id.RoomID, inv *turn) (before, state []*event.Event, dropped []id.EventID) {
+	thread := id.EventID(c.GetThreadRootEventId())
+	if thread != "" && !validEventID(thread) {
+		thread = ""
+	}
+	if thread != "" {
+		if evs, ok := b.threadHistory(ctx, room, thread, inv); ok {
+			return evs, nil, nil
+		}
+	}
+	before, state = b.timeline(ctx, c, room, inv)
+	if thread != "" {
+		before, dropped = inThread(before, thread, b.memo)
+	} else {
+		before, dropped = mainTimeline(before, b.memo)
+	}
+	return before, state, dropped
+}
+
+// timeline returns the room timeline before the invocation, oldest
+// first, from GET /context and, when MaxEvents asks for more than it
+// gave, GET /messages. If GET /context fails, the events that came with
+// the invocation in the same /sync response (same room, before it,
+// bounded) stand in.
+func (b *Builder) timeline(ctx context.Context, c *roompb.Candidate, room id.RoomID, inv *turn) (before, state []*event.Event) {
+	limit := contextLimit(b.limits.MaxEvents)
+	resp, err := b.fetch.Context(ctx, room, inv.id, contextFilter(), limit)
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	if err != nil || resp == nil {
+		before = batchEvents(c.GetBatchEvents())
+		b.log.WarnContext(ctx, "room context unavailable, using the events of the sync batch",
+			"room", messages.RoomID(room), "event", messages.EventID(inv.id), "status", errorStatus(err), "batch_events", len(before))
+		return before, nil
+	}
+	before = make([]*event.Event, 0, len(resp.EventsBefore))
+	for i := len(resp.EventsBefore) - 1; i >= 0; i-- { // newest first on the wire
+		before = append(before, resp.EventsBefore[i])
+	}
+	// Homeservers give half the limit before the anchor; fewer means the
+	// room's start was reached.
+	if len(resp.EventsBefore) >= limit/2 {
+		before = b.pageBack(ctx, room, inv.id, resp.Start, before)
+	}
+	return before, resp.State
 }
 
 // batchEvents decodes the raw events kept with a candidate; undecodable

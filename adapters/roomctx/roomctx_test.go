@@ -233,8 +233,9 @@ func TestBuildWindow(t *testing.T) {
 			)
 		},
 		want: []string{"\nthe answer\n<reply_to sequence=\"1\" />", "\nhtml **answer**\n<reply_to sequence=\"1\" />",
-			"> &lt;@bob:hs> not a reply, kept", "in a thread\n</message>"},
-		notWant: []string{"QUOTED", `<reply_to sequence="4" />`},
+			"> &lt;@bob:hs> not a reply, kept"},
+		// A thread event is not part of a main-timeline conversation.
+		notWant: []string{"QUOTED", `<reply_to sequence="4" />`, "in a thread"},
 	}, {
 		name: "display names from state when members fail",
 		before: func(t *testing.T) []*event.Event {
