@@ -27,6 +27,9 @@ import (
 // may end.
 type Minimums struct {
 	Invocations, ActorFaults, Kills, HomeserverRestarts int
+	// EachRelation is the least number of messages of each relation
+	// kind (RelationKinds): thread questions, edits, redactions.
+	EachRelation int
 }
 
 // Config describes a campaign.
@@ -66,7 +69,7 @@ type Config struct {
 func CIConfig(seed uint64, dir string, lisa func(args ...string) *exec.Cmd) Config {
 	return Config{
 		Seed: seed, Duration: 90 * time.Second, MaxDuration: 8 * time.Minute,
-		Min:   Minimums{Invocations: 100, ActorFaults: 200, Kills: 20, HomeserverRestarts: 5},
+		Min:   Minimums{Invocations: 100, ActorFaults: 200, Kills: 20, HomeserverRestarts: 5, EachRelation: 3},
 		Rooms: 3, ActorRate: 0.12, NetRate: 0.04,
 		Kills:        map[string]float64{"after-sync-commit": 0.03, "before-send": 0.03, "after-send": 0.03},
 		MessageEvery: [2]time.Duration{200 * time.Millisecond, 900 * time.Millisecond},
@@ -126,6 +129,7 @@ type campaign struct {
 	stopping    bool
 	exits       map[string]int
 	actorFaults map[string]int
+	rel         relations
 }
 
 func (c *campaign) progress(format string, args ...any) {
@@ -163,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6c697361)), log: cfg.Logger,
 		report:      &Report{Seed: cfg.Seed, Rooms: cfg.Rooms, NetFaults: map[string]int{}, Kills: map[string]int{}},
 		invocations: map[id.EventID]id.RoomID{}, chatter: map[id.EventID]bool{}, sentInfo: map[id.EventID]string{},
-		lisaEvents: map[id.RoomID][]id.EventID{}, typing: map[id.RoomID][]id.UserID{},
+		lisaEvents: map[id.RoomID][]id.EventID{}, typing: map[id.RoomID][]id.UserID{}, rel: newRelations(),
 		exits: map[string]int{}, actorFaults: map[string]int{},
 	}
 	c.progress("seed %d: replay with `go run ./cmd/lisa-chaos --seed %d`", cfg.Seed, cfg.Seed)
@@ -399,7 +403,8 @@ func (c *campaign) done(start time.Time) bool {
 	}
 	inv, faults, kills, restarts := c.counts()
 	m := c.cfg.Min
-	return inv >= m.Invocations && faults >= m.ActorFaults && kills >= m.Kills && restarts >= m.HomeserverRestarts
+	return inv >= m.Invocations && faults >= m.ActorFaults && kills >= m.Kills && restarts >= m.HomeserverRestarts &&
+		c.relationsDone(m.EachRelation)
 }
 
 // traffic is the fault phase: human messages, Lisa under actor faults and
@@ -565,6 +570,14 @@ func (c *campaign) humanMessage(ctx context.Context, n int) error {
 	invocation := true
 	kind := "mention"
 	switch r := c.intn(100); {
+	case r < 20:
+		// Threads, edits and redactions; a plain mention while the room
+		// has nothing to relate to.
+		if sent, err := c.relationMessage(ctx, room, n, c.intn(100)); sent || err != nil {
+			return err
+		}
+		content.Body = fmt.Sprintf("Lisa, question %d: what do you think?", n)
+		content.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(c.bot.UserID)}}
 	case r < 50:
 		content.Body = fmt.Sprintf("Lisa, question %d: what do you think?", n)
 		content.Mentions = &event.Mentions{UserIDs: []id.UserID{id.UserID(c.bot.UserID)}}
@@ -603,6 +616,13 @@ func (c *campaign) humanMessage(ctx context.Context, n int) error {
 	} else {
 		c.chatter[ev] = true
 	}
+	if room != c.other {
+		c.rel.human[room] = append(c.rel.human[room], ev)
+		if !invocation {
+			c.rel.plain[room] = append(c.rel.plain[room], ev)
+		}
+	}
+	c.rel.kinds[kind]++
 	c.mu.Unlock()
 	return nil
 }

@@ -85,8 +85,13 @@ func TestCICampaign(t *testing.T) {
 	if rep.Invocations < m.Invocations || rep.TotalActorFaults < m.ActorFaults || rep.TotalKills < m.Kills || rep.HomeserverRestarts < m.HomeserverRestarts {
 		t.Errorf("campaign too small: %+v", rep)
 	}
-	if rep.Duplicates != 0 || rep.Losses != 0 || rep.Unexpected != 0 {
-		t.Errorf("duplicates %d, losses %d, unexpected %d", rep.Duplicates, rep.Losses, rep.Unexpected)
+	for _, k := range RelationKinds() {
+		if rep.Kinds[k] < m.EachRelation {
+			t.Errorf("%d messages of kind %q, want at least %d", rep.Kinds[k], k, m.EachRelation)
+		}
+	}
+	if rep.Duplicates != 0 || rep.Losses != 0 || rep.Unexpected != 0 || rep.AnsweredRedacted != 0 {
+		t.Errorf("duplicates %d, losses %d, unexpected %d, answered redacted %d", rep.Duplicates, rep.Losses, rep.Unexpected, rep.AnsweredRedacted)
 	}
 	if rep.RoomsReplayed != cfg.Rooms {
 		t.Errorf("journal replay matched in %d of %d rooms", rep.RoomsReplayed, cfg.Rooms)

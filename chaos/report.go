@@ -35,6 +35,15 @@ type Report struct {
 	HeldReplies int `json:"held_replies"`
 	Losses      int `json:"losses"`
 	Unexpected  int `json:"unexpected"` // replies to non-invocations
+	// Kinds counts the human's messages by kind (mention, thread
+	// question, edit of a question, redaction of a question, ...).
+	Kinds map[string]int `json:"kinds"`
+	// RedactedQuestions are questions the human redacted; RedactedReplies
+	// Lisa's replies found redacted; AnsweredRedacted visible replies to
+	// redacted questions (a violation).
+	RedactedQuestions int `json:"redacted_questions"`
+	RedactedReplies   int `json:"redacted_replies"`
+	AnsweredRedacted  int `json:"answered_redacted"`
 
 	ActorFaults map[string]int `json:"actor_faults"` // by kind
 	NetFaults   map[string]int `json:"net_faults"`   // "homeserver:429", "llm:reset", ...
@@ -95,6 +104,8 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "replies held (homeserver may have restarted)\t%d\n", r.HeldReplies)
 	fmt.Fprintf(tw, "losses\t%d\n", r.Losses)
 	fmt.Fprintf(tw, "replies to non-invocations\t%d\n", r.Unexpected)
+	fmt.Fprintf(tw, "messages by kind\t%s\n", kv(r.Kinds))
+	fmt.Fprintf(tw, "redacted questions\t%d (Lisa's replies redacted: %d; left standing: %d)\n", r.RedactedQuestions, r.RedactedReplies, r.AnsweredRedacted)
 	fmt.Fprintf(tw, "faults injected\t%d\n", r.TotalFaults())
 	fmt.Fprintf(tw, "  actor faults\t%d %s\n", r.TotalActorFaults, kv(r.ActorFaults))
 	fmt.Fprintf(tw, "  network faults\t%d %s\n", r.TotalNetFaults, kv(r.NetFaults))

@@ -25,6 +25,9 @@ import (
 type reply struct {
 	to    id.EventID
 	error bool
+	// redacted: the reply was redacted (its relation is gone with its
+	// content).
+	redacted bool
 }
 
 // replies reads every message Lisa sent in room from the homeserver.
@@ -48,6 +51,10 @@ func (c *campaign) replies(ctx context.Context, room id.RoomID) ([]reply, error)
 					} `json:"m.in_reply_to"`
 				} `json:"m.relates_to"`
 			}
+			if evt.Unsigned.RedactedBecause != nil {
+				out = append(out, reply{redacted: true})
+				continue
+			}
 			_ = json.Unmarshal(evt.Content.VeryRaw, &content)
 			out = append(out, reply{to: content.Rel.IRT.EventID, error: content.Body == genericError})
 		}
@@ -70,7 +77,9 @@ func (c *campaign) replyCounts(ctx context.Context) (map[id.EventID]int, []reply
 			return nil, nil, err
 		}
 		for _, rep := range rs {
-			counts[rep.to]++
+			if !rep.redacted {
+				counts[rep.to]++
+			}
 		}
 		all = append(all, rs...)
 	}
@@ -109,6 +118,9 @@ func (c *campaign) settle(ctx context.Context) error {
 		return err
 	}
 	if err := c.awaitLateStores(ctx, lateStoresBy); err != nil {
+		return err
+	}
+	if err := c.awaitRedactions(ctx, time.Now().Add(2*time.Minute)); err != nil {
 		return err
 	}
 	if err := c.count(ctx); err != nil {
@@ -271,11 +283,16 @@ func (c *campaign) count(ctx context.Context) error {
 	r.Invocations = len(c.invocations)
 	r.Chatter = len(c.chatter)
 	r.Replies = len(all)
+	redactedReplies := 0
 	for _, rep := range all {
 		if rep.error {
 			r.ErrorReplies++
 		}
+		if rep.redacted {
+			redactedReplies++
+		}
 	}
+	c.countRedacted(counts, redactedReplies)
 	name := func(ev id.EventID) string {
 		return fmt.Sprintf("%s (%s) in %s", ev, messages.Hash(string(ev)), messages.Hash(string(c.invocations[ev])))
 	}
@@ -292,7 +309,9 @@ func (c *campaign) count(ctx context.Context) error {
 	slices.Sort(r.LostEvents)
 	slices.Sort(r.DuplicatedEvents)
 	for ev, n := range counts {
-		if _, ok := c.invocations[ev]; !ok {
+		_, asked := c.invocations[ev]
+		_, redacted := c.rel.redacted[ev]
+		if !asked && !redacted {
 			r.Unexpected += n
 		}
 	}
