@@ -26,6 +26,8 @@ import (
 var (
 	_ invocation.LLM            = (*llm.Client)(nil)
 	_ invocation.ContextBuilder = (*roomctx.Builder)(nil)
+	_ invocation.FactsBuilder   = (*roomctx.Builder)(nil)
+	_ invocation.FactsBuilder   = measuredContext{}
 	_ invocation.Renderer       = renderer{}
 	_ invocation.ToolSessions   = (*research.Service)(nil)
 	_ invocation.ToolRunner     = (*tools.Client)(nil)
@@ -93,7 +95,20 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		},
 		GenericError:  cfg.Persona.GenericError,
 		OverloadError: cfg.Persona.OverloadError,
+		Now:           time.Now,
+		Location:      personaLocation(cfg.Persona.TimeZone, log),
 	})
+}
+
+// personaLocation loads persona.time_zone, which config validation has
+// already checked; should loading still fail, the prompt gives UTC only.
+func personaLocation(name string, log *slog.Logger) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		log.Error("persona.time_zone cannot be loaded; the prompt gives UTC only", "time_zone", name)
+		return time.UTC
+	}
+	return loc
 }
 
 func llmClient(cfg config.Config, key string, met *metrics.Metrics) *llm.Client {
@@ -128,12 +143,28 @@ type measuredContext struct {
 }
 
 func (c measuredContext) Build(ctx context.Context, cand *roompb.Candidate) (string, error) {
+	block, _, err := c.BuildWithFacts(ctx, cand)
+	return block, err
+}
+
+// BuildWithFacts times the context phase, room facts included when the
+// builder gives them.
+func (c measuredContext) BuildWithFacts(ctx context.Context, cand *roompb.Candidate) (string, messages.RoomFacts, error) {
 	start := time.Now()
-	block, err := c.next.Build(ctx, cand)
+	var (
+		block string
+		facts messages.RoomFacts
+		err   error
+	)
+	if fb, ok := c.next.(invocation.FactsBuilder); ok {
+		block, facts, err = fb.BuildWithFacts(ctx, cand)
+	} else {
+		block, err = c.next.Build(ctx, cand)
+	}
 	if err == nil {
 		c.m.Phase("context", time.Since(start))
 	}
-	return block, err
+	return block, facts, err
 }
 
 // measuredLLM counts requests and times them.

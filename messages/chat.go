@@ -63,7 +63,22 @@ type ChatResponse struct {
 	Content string
 	// ToolCalls are the calls requested, in the model's order.
 	ToolCalls []ModelToolCall
+	// Usage is the token usage the server reported for the request; zero
+	// when it reported none.
+	Usage TokenUsage
 }
+
+// TokenUsage counts the tokens of one chat request, as the server reports
+// them (usage.prompt_tokens and usage.completion_tokens).
+type TokenUsage struct {
+	// PromptTokens are the tokens of the request.
+	PromptTokens int
+	// CompletionTokens are the tokens of the reply.
+	CompletionTokens int
+}
+
+// Reported tells whether the server reported any usage.
+func (u TokenUsage) Reported() bool { return u.PromptTokens > 0 || u.CompletionTokens > 0 }
 
 // Fallback says which configured in-character error replaces a model
 // answer.

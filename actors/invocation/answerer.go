@@ -3,6 +3,7 @@ package invocation
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -30,6 +31,12 @@ type AnswererConfig struct {
 	// GenericError and OverloadError are the persona's in-character
 	// replies for FallbackGeneric and FallbackOverload.
 	GenericError, OverloadError string
+	// Now is the clock the prompt's date and time are read from; nil
+	// means time.Now.
+	Now func() time.Time
+	// Location is the persona's time zone (persona.time_zone), given to
+	// the model besides UTC; nil means UTC only.
+	Location *time.Location
 }
 
 // Answerer produces the reply to one invocation: the room context, the
@@ -42,6 +49,9 @@ type Answerer struct {
 
 // NewAnswerer returns an Answerer over cfg's ports.
 func NewAnswerer(cfg AnswererConfig) *Answerer {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Answerer{cfg: cfg}
 }
 
@@ -50,7 +60,7 @@ func NewAnswerer(cfg AnswererConfig) *Answerer {
 // retry or report; a run that ends in a fallback, or an answer with
 // nothing renderable, yields the persona's error as the reply.
 func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]byte, error) {
-	block, err := a.cfg.Context.Build(ctx, c)
+	block, room, err := a.buildContext(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -69,16 +79,27 @@ func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([
 			tools = append(tools, sessionTool{spec: spec, run: a.cfg.Tools, session: id})
 		}
 	}
-	ans, err := Run(ctx, a.cfg.LLM, tools, Prompt{Persona: a.cfg.Persona, ContextBlock: block}, a.cfg.Limits)
+	facts := Facts{Now: a.cfg.Now(), Location: a.cfg.Location, Room: room}
+	ans, err := Run(ctx, a.cfg.LLM, tools, Prompt{Persona: a.cfg.Persona, ContextBlock: block, Facts: facts}, a.cfg.Limits)
 	if err != nil {
 		return nil, err // transient failures are retried; the last attempt's failure becomes generic_error
 	}
-	return a.render(c, ans)
+	return a.render(ctx, c, ans)
+}
+
+// buildContext builds the context block, with the room facts when the
+// builder can give them.
+func (a *Answerer) buildContext(ctx context.Context, c *roompb.Candidate) (string, messages.RoomFacts, error) {
+	if fb, ok := a.cfg.Context.(FactsBuilder); ok {
+		return fb.BuildWithFacts(ctx, c)
+	}
+	block, err := a.cfg.Context.Build(ctx, c)
+	return block, messages.RoomFacts{}, err
 }
 
 // render makes the reply content for ans, replacing fallbacks and
 // unrenderable answers with the persona's texts.
-func (a *Answerer) render(c *roompb.Candidate, ans messages.Answer) ([]byte, error) {
+func (a *Answerer) render(ctx context.Context, c *roompb.Candidate, ans messages.Answer) ([]byte, error) {
 	markdown := ans.Markdown
 	switch ans.Fallback {
 	case messages.FallbackGeneric:
@@ -97,6 +118,7 @@ func (a *Answerer) render(c *roompb.Candidate, ans messages.Answer) ([]byte, err
 		// Nothing renderable (say, an answer with no visible text):
 		// asking the model again would likely repeat it. Answer with the
 		// persona's error instead.
+		attemptFrom(ctx).fellBack(ctx, messages.FallbackGeneric, reasonUnrenderable)
 		content, err = a.cfg.Render.Render(messages.Reply{Markdown: a.cfg.GenericError, InReplyTo: invoking})
 		if err != nil {
 			return nil, &messages.Error{Code: messages.CodeInternal, Message: "reply could not be rendered", Permanent: true}
@@ -125,6 +147,7 @@ func (t sessionTool) Call(ctx context.Context, args json.RawMessage) messages.To
 	}
 	res, err := t.run.Call(ctx, call)
 	if err != nil {
+		// No result came back; the loop logs the timeout code.
 		return *messages.ToolFailure(messages.ToolTimeout, "the tool did not finish in time", false)
 	}
 	if res == nil {

@@ -96,22 +96,29 @@ func (a *child) Receive(ctx actor.Context) {
 }
 
 // run performs the attempt; a panic in the invoker becomes a failure
-// result instead of crashing the process.
+// result instead of crashing the process. Its final log line counts the
+// attempt's LLM requests (iterations), its tool calls in all, failed and
+// by outcome, its fallback, and the tokens when the server reported
+// them; tool failures and fallbacks are also logged as they happen.
 func (a *child) run(ctx context.Context) (res *messages.InvocationResult) {
 	res = &messages.InvocationResult{EventID: messages.EventID(a.cand.GetEventId()), Attempt: a.attempt}
 	start := time.Now()
+	var log *slog.Logger
+	if a.cfg.Logger != nil {
+		log = a.cfg.Logger.With("room", messages.RoomID(a.cand.GetRoomId()), "event", messages.EventID(a.cand.GetEventId()), "attempt", a.attempt)
+	}
+	ctx, stats := withAttempt(ctx, log)
 	defer func() {
 		if r := recover(); r != nil {
-			if a.cfg.Logger != nil {
-				a.cfg.Logger.Error("invoker panicked", "panic_type", fmt.Sprintf("%T", r), "stack", string(debug.Stack()))
+			if log != nil {
+				log.Error("invoker panicked", "panic_type", fmt.Sprintf("%T", r), "stack", string(debug.Stack()))
 			}
 			res.Content = nil
 			res.Err = &messages.Error{Code: messages.CodeInvocationPanic, Message: fmt.Sprintf("invoker panicked (%T)", r)}
 		}
-		if a.cfg.Logger != nil {
-			a.cfg.Logger.Info("invocation attempt finished",
-				"room", messages.RoomID(a.cand.GetRoomId()), "event", messages.EventID(a.cand.GetEventId()),
-				"attempt", a.attempt, "code", messages.ErrorCode(errOrNil(res.Err)), "duration_ms", time.Since(start).Milliseconds())
+		if log != nil {
+			attrs := append([]any{"code", messages.ErrorCode(errOrNil(res.Err)), "duration_ms", time.Since(start).Milliseconds()}, stats.logAttrs()...)
+			log.Info("invocation attempt finished", attrs...)
 		}
 	}()
 	content, err := a.cfg.Invoker.Invoke(ctx, a.cand, a.attempt)

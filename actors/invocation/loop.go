@@ -50,7 +50,7 @@ func Run(ctx context.Context, llm LLM, tools []Tool, p Prompt, lim Limits) (mess
 		callIDs: map[string]bool{},
 		msgs: []messages.ChatMessage{
 			{Role: messages.RoleSystem, Content: SystemPrompt(p.Persona, reg.specs)},
-			{Role: messages.RoleUser, Content: contextMessage(p.ContextBlock)},
+			{Role: messages.RoleUser, Content: contextMessage(p.ContextBlock, p.Facts)},
 		},
 	}
 	for _, s := range reg.specs {
@@ -62,8 +62,11 @@ func Run(ctx context.Context, llm LLM, tools []Tool, p Prompt, lim Limits) (mess
 func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 	repaired := false
 	for {
-		if r.iters >= r.lim.MaxIterations || r.requestChars() > r.lim.MaxRequestCharacters {
-			return messages.Answer{Fallback: messages.FallbackOverload}, nil
+		if r.iters >= r.lim.MaxIterations {
+			return fallback(ctx, messages.FallbackOverload, reasonMaxIterations), nil
+		}
+		if r.requestChars() > r.lim.MaxRequestCharacters {
+			return fallback(ctx, messages.FallbackOverload, reasonRequestSize), nil
 		}
 		if err := ctx.Err(); err != nil {
 			return messages.Answer{}, err
@@ -73,11 +76,15 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 		if err != nil {
 			return messages.Answer{}, err
 		}
+		attemptFrom(ctx).llmResponse(resp.Usage)
 
 		if len(resp.ToolCalls) > 0 {
 			// No request would be left to use the results: don't run them.
-			if r.iters >= r.lim.MaxIterations || r.calls+len(resp.ToolCalls) > r.lim.MaxToolCalls {
-				return messages.Answer{Fallback: messages.FallbackOverload}, nil
+			if r.iters >= r.lim.MaxIterations {
+				return fallback(ctx, messages.FallbackOverload, reasonMaxIterations), nil
+			}
+			if r.calls+len(resp.ToolCalls) > r.lim.MaxToolCalls {
+				return fallback(ctx, messages.FallbackOverload, reasonMaxToolCalls), nil
 			}
 			if err := r.runTools(ctx, resp); err != nil {
 				return messages.Answer{}, err
@@ -104,13 +111,20 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 			return ans, nil
 		}
 		if repaired || r.iters >= r.lim.MaxIterations {
-			return messages.Answer{Fallback: messages.FallbackGeneric}, nil
+			return fallback(ctx, messages.FallbackGeneric, reasonInvalidAnswer), nil
 		}
 		repaired = true
 		r.msgs = append(r.msgs,
 			messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content)},
 			messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(problem, r.lim.MaxResponseCharacters)})
 	}
+}
+
+// fallback records the fallback f of the attempt in ctx, and returns it
+// as the answer.
+func fallback(ctx context.Context, f messages.Fallback, reason string) messages.Answer {
+	attemptFrom(ctx).fellBack(ctx, f, reason)
+	return messages.Answer{Fallback: f}
 }
 
 // citationProblem enforces honest citations: if the model proposed
@@ -147,6 +161,11 @@ func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 		}
 		r.calls++
 		res := r.reg.call(ctx, c)
+		name := c.Name
+		if _, known := r.reg.tools[name]; !known {
+			name = "(unknown)" // the model's text, never logged
+		}
+		attemptFrom(ctx).toolResult(ctx, name, res)
 		var sources []string
 		if res.OK {
 			sources = r.sources.add(res.SourceURLs)

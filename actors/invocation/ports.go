@@ -3,6 +3,7 @@ package invocation
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -17,6 +18,14 @@ import (
 type ContextBuilder interface {
 	// Build returns the context block for the invoking event of c.
 	Build(ctx context.Context, c *roompb.Candidate) (string, error)
+}
+
+// FactsBuilder is an optional capability of a [ContextBuilder]: the
+// context block together with facts about the room for the prompt.
+type FactsBuilder interface {
+	// BuildWithFacts returns the context block for the invoking event of
+	// c and the room's facts; facts it cannot learn are left empty.
+	BuildWithFacts(ctx context.Context, c *roompb.Candidate) (string, messages.RoomFacts, error)
 }
 
 // LLM sends one chat-completion request. Implementations classify their
@@ -118,4 +127,19 @@ type Prompt struct {
 	// ContextBlock is the bounded room context built by the context
 	// builder; it is given to the model as untrusted data.
 	ContextBlock string
+	// Facts are given to the model ahead of the context block.
+	Facts Facts
+}
+
+// Facts are what the model is told about the moment and the room, in
+// the first user message.
+type Facts struct {
+	// Now is the current time; zero leaves the date and time out.
+	Now time.Time
+	// Location is the persona's time zone, given besides UTC; nil or UTC
+	// gives UTC only.
+	Location *time.Location
+	// Room holds the room's name and topic (untrusted) and Lisa's display
+	// name.
+	Room messages.RoomFacts
 }

@@ -253,7 +253,8 @@ func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest)
 	// msg.ReasoningContent (DeepSeek-style reasoning_content) is ignored,
 	// and <think> blocks before the content are removed: reasoning never
 	// reaches the caller, so never a room, a log or a later request.
-	out := messages.ChatResponse{Content: messages.StripReasoning(msg.Content)}
+	out := messages.ChatResponse{Content: messages.StripReasoning(msg.Content),
+		Usage: messages.TokenUsage{PromptTokens: max(resp.Usage.PromptTokens, 0), CompletionTokens: max(resp.Usage.CompletionTokens, 0)}}
 	for _, tc := range msg.ToolCalls {
 		if tc.ID == "" || tc.Function.Name == "" {
 			return messages.ChatResponse{}, badResponse("tool call lacks an id or a name")

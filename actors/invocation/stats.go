@@ -1,0 +1,132 @@
+package invocation
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/lisabot/lisa/messages"
+)
+
+// Fallback reasons, logged with the fallback they select.
+const (
+	reasonMaxIterations = "max_iterations"
+	reasonMaxToolCalls  = "max_tool_calls"
+	reasonRequestSize   = "request_too_large"
+	reasonInvalidAnswer = "invalid_answer"
+	reasonUnrenderable  = "unrenderable"
+)
+
+// toolOK is the outcome counted for a successful tool call.
+const toolOK = "ok"
+
+// attempt records what one attempt did — LLM requests, tool calls by
+// outcome, reported tokens, a fallback — for the attempt's final log
+// line, and logs each tool failure and fallback as it happens, with its
+// code and never a URL, a body or a prompt. It travels in the context of
+// the attempt (see withAttempt); its methods do nothing on a nil
+// receiver, so code run without one (tests, other callers) need not
+// care. Safe for concurrent use.
+type attempt struct {
+	log *slog.Logger
+
+	mu               sync.Mutex
+	iterations       int
+	tools            map[string]int // outcome ("ok" or failure code) -> calls
+	promptTokens     int
+	completionTokens int
+	usageReported    bool
+	fallback         messages.Fallback
+	reason           string
+}
+
+// attemptKey keys the attempt in a context.
+type attemptKey struct{}
+
+// withAttempt returns ctx carrying a new attempt that logs to log.
+func withAttempt(ctx context.Context, log *slog.Logger) (context.Context, *attempt) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &attempt{log: log, tools: map[string]int{}}
+	return context.WithValue(ctx, attemptKey{}, a), a
+}
+
+// attemptFrom returns the attempt ctx carries, or nil.
+func attemptFrom(ctx context.Context) *attempt {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	return a
+}
+
+// llmResponse counts one answered LLM request and its reported usage.
+func (a *attempt) llmResponse(u messages.TokenUsage) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.iterations++
+	if u.Reported() {
+		a.usageReported = true
+		a.promptTokens += u.PromptTokens
+		a.completionTokens += u.CompletionTokens
+	}
+}
+
+// toolResult counts one tool call by outcome and logs a failure with its
+// code.
+func (a *attempt) toolResult(ctx context.Context, tool string, res messages.ToolResult) {
+	if a == nil {
+		return
+	}
+	outcome := toolOK
+	if !res.OK {
+		outcome = res.Code
+		if outcome == "" {
+			outcome = CodeToolFailed
+		}
+		a.log.WarnContext(ctx, "tool call failed", "tool", clip(tool, maxNameRunes), "code", outcome, "retryable", res.Retryable)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tools[outcome]++
+}
+
+// fellBack records and logs that the answer is replaced by the persona's
+// error f, and why.
+func (a *attempt) fellBack(ctx context.Context, f messages.Fallback, reason string) {
+	if a == nil {
+		return
+	}
+	a.log.WarnContext(ctx, "answer replaced by the persona's error", "fallback", f.String(), "reason", reason)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fallback, a.reason = f, reason
+}
+
+// logAttrs returns the counts for the final log line: iterations, tool
+// calls in all and by outcome, the fallback if any, and the tokens if the
+// server reported them.
+func (a *attempt) logAttrs() []any {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	calls, failed := 0, 0
+	outcomes := make([]any, 0, len(a.tools))
+	for _, k := range slices.Sorted(maps.Keys(a.tools)) {
+		calls += a.tools[k]
+		if k != toolOK {
+			failed += a.tools[k]
+		}
+		outcomes = append(outcomes, slog.Int(k, a.tools[k]))
+	}
+	attrs := []any{"iterations", a.iterations, "tool_calls", calls, "tool_calls_failed", failed, slog.Group("tool_outcomes", outcomes...)}
+	if a.fallback != messages.FallbackNone {
+		attrs = append(attrs, "fallback", a.fallback.String(), "fallback_reason", a.reason)
+	}
+	if a.usageReported {
+		attrs = append(attrs, "prompt_tokens", a.promptTokens, "completion_tokens", a.completionTokens)
+	}
+	return attrs
+}
