@@ -91,6 +91,9 @@ type Deps struct {
 	// HomeserverWasDown: the session check had to wait for the homeserver,
 	// which may just have restarted.
 	HomeserverWasDown bool
+	// OnEncrypted, if set, is told about an allowed room that a sync
+	// answer shows encrypted (see matrix.SyncOptions.OnEncrypted).
+	OnEncrypted func(room string)
 }
 
 // Start opens the store and starts the actor tree for res.
@@ -179,6 +182,7 @@ func newSource(cfg config.Config, deps Deps, store *persistence.Badger, clean bo
 		GapPageLimit:  cfg.Matrix.GapPageLimit,
 		Aliases:       cfg.Matrix.MentionAliases,
 		AllowedRooms:  cfg.Matrix.AllowedRoomIDs,
+		OnEncrypted:   deps.OnEncrypted,
 	}, store, log, time.Now)
 	if cur, err := store.Cursor(); err == nil && cur.GetBaselineDone() && (!clean || deps.HomeserverWasDown) {
 		// A /sync may have failed in the run that crashed (the homeserver

@@ -189,8 +189,7 @@ func (e *encryptedRooms) logSummary(ctx context.Context, sum encryptionSummary, 
 // and checks every allowed room once, in the background, so that start-up
 // is not delayed. The returned function waits for the check to end; it
 // ends soon after ctx does.
-func watchEncryption(ctx context.Context, d *Daemon, c encryptionChecker, rooms []string, log *slog.Logger) (wait func()) {
-	enc := newEncryptedRooms(log)
+func watchEncryption(ctx context.Context, d *Daemon, enc *encryptedRooms, c encryptionChecker, rooms []string) (wait func()) {
 	d.admin.Wrap(enc.middleware)
 	done := make(chan struct{})
 	go func() {

@@ -62,11 +62,13 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		opts.Invoker = ProductionInvoker(res, log)
 	}
 	var lost atomic.Bool
+	enc := newEncryptedRooms(log)
 	deps := Deps{
 		Fatal:             func() { lost.Store(true); cancel() },
 		Session:           session,
 		HomeserverWasDown: waited,
 		Invoker:           opts.Invoker(session),
+		OnEncrypted:       func(room string) { enc.Mark(room, "sync") },
 	}
 	var afterStop func()
 	if opts.Arm != nil {
@@ -81,7 +83,7 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		return err
 	}
 	log.Info("lisa running", "rooms", len(m.AllowedRoomIDs), "user", m.UserID, "device", m.DeviceID)
-	encryptionChecked := watchEncryption(ctx, d, session, m.AllowedRoomIDs, log)
+	encryptionChecked := watchEncryption(ctx, d, enc, session, m.AllowedRoomIDs)
 	<-ctx.Done()
 	encryptionChecked()
 	log.Info("shutting down", "grace_seconds", res.Config.Runtime.ShutdownGraceSeconds)

@@ -47,6 +47,11 @@ type SyncOptions struct {
 	// replied-to event); it doubles per attempt. Zero means
 	// DefaultReadRetryDelay.
 	ReadRetryDelay time.Duration
+	// OnEncrypted, if set, is called with an allowed room whose
+	// m.room.encryption state event appears in a sync answer (its state or
+	// timeline): Lisa cannot read that room any more. It may be called
+	// more than once for a room and must not block.
+	OnEncrypted func(room string)
 }
 
 // Reads made while handling one /sync answer (back-fill pages and reply
@@ -181,8 +186,11 @@ func syncFilter(limit int) string {
 		"presence":     none,
 		"account_data": none,
 		"room": map[string]any{
-			"timeline":     map[string]any{"limit": limit, "types": []string{event.EventMessage.Type, event.EventRedaction.Type}},
-			"state":        none,
+			"timeline": map[string]any{"limit": limit, "types": []string{
+				event.EventMessage.Type, event.EventRedaction.Type, event.StateEncryption.Type}},
+			// Only encryption, to tell the operator about a room Lisa
+			// can no longer read (see SyncOptions.OnEncrypted).
+			"state":        map[string]any{"types": []string{event.StateEncryption.Type}},
 			"ephemeral":    none,
 			"account_data": none,
 		},
@@ -329,6 +337,7 @@ func (s *Source) readRoom(ctx context.Context, a *answer, room id.RoomID, jr *ma
 		a.batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
 		return nil
 	}
+	s.noteEncryption(room, jr)
 	events, skip, err := s.roomEvents(ctx, a, room, jr)
 	if err != nil || skip {
 		return err
@@ -341,6 +350,24 @@ func (s *Source) readRoom(ctx context.Context, a *answer, room id.RoomID, jr *ma
 		return nil
 	}
 	return s.classifyRoom(ctx, a.batch, room, events)
+}
+
+// noteEncryption reports an allowed room whose sync answer shows it
+// encrypted, and takes the encryption events out of its timeline: they are
+// no messages, and one must not become the room's back-fill anchor
+// (back-fill reads only timelineTypes).
+func (s *Source) noteEncryption(room id.RoomID, jr *mautrix.SyncJoinedRoom) {
+	if jr == nil {
+		return
+	}
+	found := slices.ContainsFunc(jr.State.Events, IsEncryptionEvent) || slices.ContainsFunc(jr.Timeline.Events, IsEncryptionEvent)
+	if !found {
+		return
+	}
+	jr.Timeline.Events = slices.DeleteFunc(slices.Clone(jr.Timeline.Events), IsEncryptionEvent)
+	if s.opts.OnEncrypted != nil {
+		s.opts.OnEncrypted(string(room))
+	}
 }
 
 // roomEvents returns the room's new events, oldest first: its timeline,
