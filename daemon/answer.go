@@ -26,6 +26,10 @@ import (
 var (
 	_ invocation.LLM            = (*llm.Client)(nil)
 	_ invocation.ContextBuilder = (*roomctx.Builder)(nil)
+	_ roomctx.Fetcher           = (*matrix.Client)(nil)
+	_ roomctx.ThreadFetcher     = (*matrix.Client)(nil)
+	_ roomctx.HistoryFetcher    = (*matrix.Client)(nil)
+	_ roomctx.StateFetcher      = (*matrix.Client)(nil)
 	_ invocation.FactsBuilder   = (*roomctx.Builder)(nil)
 	_ invocation.FactsBuilder   = measuredContext{}
 	_ invocation.Renderer       = renderer{}

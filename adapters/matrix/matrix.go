@@ -234,3 +234,21 @@ func (c *Client) GetEvent(ctx context.Context, roomID id.RoomID, eventID id.Even
 func (c *Client) JoinedMembers(ctx context.Context, roomID id.RoomID) (*mautrix.RespJoinedMembers, error) {
 	return c.cli.JoinedMembers(ctx, roomID)
 }
+
+// GetRelations returns one page of the events relating to eventID (GET
+// /relations), for the context of a thread.
+func (c *Client) GetRelations(ctx context.Context, roomID id.RoomID, eventID id.EventID, req *mautrix.ReqGetRelations) (*mautrix.RespGetRelations, error) {
+	return c.cli.GetRelations(ctx, roomID, eventID, req)
+}
+
+// Messages returns one page of room events from the token from (GET
+// /messages), for context beyond what GET /context returns.
+func (c *Client) Messages(ctx context.Context, roomID id.RoomID, from, to string, dir mautrix.Direction, filter *mautrix.FilterPart, limit int) (*mautrix.RespMessages, error) {
+	return c.cli.Messages(ctx, roomID, from, to, dir, filter, limit)
+}
+
+// StateEvent decodes the content of one state event of roomID into
+// outContent (the room's name and topic, for the prompt).
+func (c *Client) StateEvent(ctx context.Context, roomID id.RoomID, eventType event.Type, stateKey string, outContent any) error {
+	return c.cli.StateEvent(ctx, roomID, eventType, stateKey, outContent)
+}

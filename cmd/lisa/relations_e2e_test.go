@@ -83,6 +83,11 @@ func TestThreadsAnsweredInThread(t *testing.T) {
 	if strings.Contains(req, "MAINLINE-CANARY") {
 		t.Errorf("the thread question's context holds the main timeline:\n%s", req)
 	}
+	// Prompt facts (#17 item 6): the room's name from its state, and the
+	// date in UTC.
+	if !strings.Contains(req, "room 0") || !strings.Contains(req, "UTC") {
+		t.Errorf("the request lacks the room's name or the date:\n%s", req)
+	}
 
 	reply := e.replyEventTo(room, q)
 	fb := e.say(room, inThread("thanks (fallback only)", root, reply, true, false, e.bot.UserID))
