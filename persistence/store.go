@@ -47,6 +47,10 @@ type Ledger interface {
 	// Inbox returns a room's pending candidates in the order they were
 	// committed.
 	Inbox(room string) ([]*roompb.Candidate, error)
+	// Routed reports whether (room, eventID) was ever routed to its
+	// room's inbox (the marker outlives the entry); routing an edit that
+	// invokes Lisa for the first time routes its original too.
+	Routed(room, eventID string) (bool, error)
 	// RemoveInbox deletes a room's pending candidate. Removing an absent
 	// entry is not an error. The routed marker stays, so a later sync
 	// response carrying the same event does not route it again.
