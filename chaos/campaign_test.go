@@ -81,6 +81,11 @@ func TestCICampaign(t *testing.T) {
 	var text = &lineBuffer{}
 	rep.WriteText(text)
 	t.Logf("report:\n%s", text)
+	if keep := os.Getenv("LISA_CHAOS_DIR"); keep != "" {
+		if err := os.WriteFile(filepath.Join(keep, "report.txt"), []byte(text.String()), 0o600); err != nil {
+			t.Error(err)
+		}
+	}
 	m := cfg.Min
 	if rep.Invocations < m.Invocations || rep.TotalActorFaults < m.ActorFaults || rep.TotalKills < m.Kills || rep.HomeserverRestarts < m.HomeserverRestarts {
 		t.Errorf("campaign too small: %+v", rep)
