@@ -27,6 +27,8 @@ type BadgerOptions struct {
 // synchronous writes, so an acknowledged write survives a process kill.
 type Badger struct {
 	db     *badger.DB
+	dec    decoder
+	inbox  *inboxIndex
 	writes *groupCommit
 	closed atomic.Bool
 }
@@ -64,7 +66,12 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open badger at %s: %w", dir, err)
 	}
-	return &Badger{db: db, writes: newGroupCommit(db)}, nil
+	inbox, err := loadInboxIndex(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("persistence: read inboxes at %s: %w", dir, err)
+	}
+	return &Badger{db: db, inbox: inbox, writes: newGroupCommit(db)}, nil
 }
 
 // Size returns the database's size on disk (LSM tree plus value log).
@@ -125,11 +132,12 @@ func (s *Badger) AppendEvent(name string, index uint64, ev proto.Message) error 
 	})
 }
 
-// Events implements Journal.
+// Events implements Journal. Values are decoded where Badger holds them,
+// without a copy.
 func (s *Badger) Events(name string, from, to uint64, fn func(uint64, proto.Message) error) error {
 	prefix := prefixOf('j', name)
 	return s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		want := from
 		for it.Seek(indexedKey('j', name, from)); it.ValidForPrefix(prefix); it.Next() {
@@ -141,11 +149,11 @@ func (s *Badger) Events(name string, from, to uint64, fn func(uint64, proto.Mess
 			if idx != want {
 				return gapError(name, want, idx)
 			}
-			b, err := item.ValueCopy(nil)
-			if err != nil {
+			var msg proto.Message
+			err := item.Value(func(v []byte) (err error) {
+				msg, err = s.dec.decode(v)
 				return err
-			}
-			msg, err := decodeAny(b)
+			})
 			if err != nil {
 				return fmt.Errorf("%s index %d: %w", messages.ActorLogID(name), idx, err)
 			}
@@ -185,12 +193,11 @@ func (s *Badger) LatestSnapshot(name string) (proto.Message, uint64, bool, error
 			return nil
 		}
 		item := it.Item()
-		b, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
 		index = indexOf(item.Key())
-		if msg, err = decodeAny(b); err != nil {
+		if err := item.Value(func(v []byte) (err error) {
+			msg, err = s.dec.decode(v)
+			return err
+		}); err != nil {
 			return fmt.Errorf("snapshot %s index %d: %w", messages.ActorLogID(name), index, err)
 		}
 		ok = true
@@ -319,15 +326,35 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 	if err != nil {
 		return nil, err
 	}
+	// Before returning, so before any room is nudged (see inboxIndex).
+	for _, c := range accepted {
+		s.inbox.mark(c.GetRoomId())
+	}
 	return accepted, nil
 }
 
 // Inbox implements Ledger.
 func (s *Badger) Inbox(room string) ([]*roompb.Candidate, error) {
+	gen, maybe := s.inbox.check(room)
+	if !maybe {
+		if s.closed.Load() {
+			return nil, ErrClosed
+		}
+		return nil, nil
+	}
+	out, err := s.readInbox(room)
+	if err == nil && len(out) == 0 {
+		s.inbox.readEmpty(room, gen)
+	}
+	return out, err
+}
+
+// readInbox reads room's inbox from the store.
+func (s *Badger) readInbox(room string) ([]*roompb.Candidate, error) {
 	var out []*roompb.Candidate
 	prefix := prefixOf('i', room)
 	err := s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
 			c := &roompb.Candidate{}

@@ -23,8 +23,9 @@ func FuzzDecodeAny(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{0xff, 0x00, 0x01})
+	var d decoder
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeAny(b)
+		m, err := d.decode(b)
 		if err != nil {
 			return
 		}
@@ -32,7 +33,7 @@ func FuzzDecodeAny(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded %T cannot be encoded: %v", m, err)
 		}
-		m2, err := decodeAny(again)
+		m2, err := d.decode(again)
 		if err != nil || !proto.Equal(m, m2) {
 			t.Fatalf("round trip changed %v", m)
 		}
