@@ -3,6 +3,7 @@ package persistence
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	actorpersist "github.com/asynkron/protoactor-go/persistence"
 	"google.golang.org/protobuf/proto"
@@ -36,6 +37,8 @@ type Provider struct {
 	j        Journal
 	interval int
 	log      *slog.Logger
+	// pre is the running read-ahead of journals (see Preload), or nil.
+	pre atomic.Pointer[preload]
 }
 
 var (
@@ -67,6 +70,9 @@ func (p *Provider) GetSnapshotInterval() int { return p.interval }
 
 // GetSnapshot implements actorpersist.SnapshotStore.
 func (p *Provider) GetSnapshot(name string) (any, int, bool) {
+	if snap, idx, ok, hit := p.preloadedSnapshot(name); hit {
+		return snap, idx, ok
+	}
 	snap, idx, ok, err := p.j.LatestSnapshot(name)
 	if err != nil {
 		panic(&StorageError{Op: "read snapshot", Name: name, Err: err})
@@ -81,6 +87,7 @@ func (p *Provider) GetSnapshot(name string) (any, int, bool) {
 // in the same write when the journal is a SnapshotCompactor, else after
 // it.
 func (p *Provider) PersistSnapshot(name string, index int, snap proto.Message) {
+	p.written(name)
 	if c, ok := p.j.(SnapshotCompactor); ok && index >= 0 {
 		if err := c.SaveSnapshotCompacting(name, uint64(index), snap); err != nil {
 			panic(&StorageError{Op: "write snapshot", Name: name, Err: err})
@@ -109,6 +116,7 @@ func (p *Provider) DeleteSnapshots(name string, inclusiveTo int) {
 	if inclusiveTo < 0 {
 		return
 	}
+	p.written(name)
 	if err := p.j.DeleteSnapshots(name, uint64(inclusiveTo)); err != nil {
 		panic(&StorageError{Op: "delete snapshots", Name: name, Err: err})
 	}
@@ -118,6 +126,9 @@ func (p *Provider) DeleteSnapshots(name string, inclusiveTo int) {
 func (p *Provider) GetEvents(name string, start, end int, cb func(any)) {
 	if start < 0 || end < 0 {
 		panic(&StorageError{Op: "read events", Name: name, Err: fmt.Errorf("negative range %d..%d", start, end)})
+	}
+	if end == 0 && p.preloadedEvents(name, start, cb) {
+		return
 	}
 	err := p.j.Events(name, uint64(start), uint64(end), func(_ uint64, ev proto.Message) error {
 		cb(ev)
@@ -133,6 +144,7 @@ func (p *Provider) PersistEvent(name string, index int, ev proto.Message) {
 	if index < 0 {
 		panic(&StorageError{Op: "write event", Name: name, Err: fmt.Errorf("negative index %d", index)})
 	}
+	p.written(name)
 	if err := p.j.AppendEvent(name, uint64(index), ev); err != nil {
 		panic(&StorageError{Op: "write event", Name: name, Err: err})
 	}
@@ -143,6 +155,7 @@ func (p *Provider) DeleteEvents(name string, inclusiveTo int) {
 	if inclusiveTo < 0 {
 		return
 	}
+	p.written(name)
 	if err := p.j.DeleteEvents(name, uint64(inclusiveTo)); err != nil {
 		panic(&StorageError{Op: "delete events", Name: name, Err: err})
 	}
