@@ -101,11 +101,17 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		SendTimeout:  cfg.SendTimeout,
 	}, append(s.Options(), cfg.RoomOptions...)...)
 	roomProps := func(string) *actor.Props { return sharedRoomProps }
+	var preload func([]string) func()
+	if p, ok := cfg.Provider.(rooms.Preloader); ok {
+		// The start-up sweep reads the journals ahead in one pass.
+		preload = p.Preload
+	}
 	roomsProps := rooms.Props(rooms.Config{
 		Rooms: cfg.Rooms, MaxConcurrent: cfg.MaxConcurrent, RoomProps: roomProps,
 		MaxRestarts: cfg.RoomRestarts, RestartWindow: cfg.RoomRestartWindow,
 		RespawnBase: cfg.RespawnBase, RespawnMax: cfg.RespawnMax,
-		Clock: cfg.Clock, Logger: cfg.Logger,
+		Preload: preload,
+		Clock:   cfg.Clock, Logger: cfg.Logger,
 	}, s.Options()...)
 	children := []Child{{Name: "rooms", Props: roomsProps}}
 	if cfg.ToolWorkers > 0 {

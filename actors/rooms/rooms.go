@@ -2,6 +2,7 @@ package rooms
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,17 +35,26 @@ type Config struct {
 	RespawnBase, RespawnMax time.Duration
 	// StartConcurrency bounds how many rooms replay their journals at
 	// once when the supervisor starts; the others wait their turn, and a
-	// nudge for a waiting room starts it at once. Zero or less means
+	// nudge for a waiting room starts it at once and holds the sweep
+	// until that room is live. Zero or less means
 	// DefaultStartConcurrency.
 	StartConcurrency int
-	Clock            Clock
-	Logger           *slog.Logger
+	// Preload, if set, is told the actor IDs of the rooms the start-up
+	// sweep will start, in the order it starts them, when the supervisor
+	// starts; it may read their journals ahead (see
+	// persistence.Provider.Preload). The function it returns ends that
+	// work and is called when the supervisor stops.
+	Preload func(actorIDs []string) (stop func())
+	Clock   Clock
+	Logger  *slog.Logger
 }
 
-// DefaultStartConcurrency is the default StartConcurrency: enough to keep
-// both disk and cores busy, few enough that a room someone is talking to
-// is not stuck behind thousands of idle rooms replaying.
-const DefaultStartConcurrency = 64
+// DefaultStartConcurrency is the default StartConcurrency. A replay reads
+// a local store and decodes: it is CPU work, so a few rooms per core keep
+// every core busy across the hand-offs between a room going live and the
+// next one starting, and no more compete with a room someone is talking
+// to.
+const DefaultStartConcurrency = 8
 
 // Props returns the supervisor's props.
 func Props(cfg Config, opts ...actor.PropsOption) *actor.Props {
@@ -69,10 +79,15 @@ type supervisor struct {
 
 	// Start-up sweep: rooms not spawned yet, in order, and the rooms
 	// spawned by the sweep or a nudge that have not reported live yet
-	// (by actor ID).
+	// (by actor ID). urgent holds the starting rooms someone talks to:
+	// while any is starting, the sweep starts no other room.
 	unstarted []string
 	queued    map[string]bool
 	starting  map[string]bool
+	urgent    map[string]bool
+	sweep     sweepProgress
+	// stopPreload ends the journal read-ahead, if any.
+	stopPreload func()
 }
 
 type waiter struct {
@@ -98,24 +113,11 @@ func newSupervisor(cfg Config) *supervisor {
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.queued, s.starting = map[string]bool{}, map[string]bool{}
-		s.unstarted = append(s.unstarted[:0], s.cfg.Rooms...)
-		for _, room := range s.cfg.Rooms {
-			s.queued[room] = true
-		}
-		s.startMore(ctx)
+		s.beginSweep(ctx)
 	case *messages.Nudge:
-		room := string(m.Room)
-		if s.queued[room] {
-			// Someone is talking in a room still waiting for its turn:
-			// start it now. It drains its inbox once it is live.
-			delete(s.queued, room)
-			s.spawn(ctx, room)
-			return
-		}
-		if pid := s.children[room]; pid != nil {
-			ctx.Send(pid, m)
-		}
+		s.nudge(ctx, m)
+	case *SweepRequest:
+		ctx.Respond(s.sweepStatus())
 	case *messages.AcquireSlot:
 		s.acquire(ctx.Send, ctx.Sender(), m.Token)
 	case *messages.ReleaseSlot:
@@ -128,7 +130,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		// A room sends it once its journal is replayed: it is live.
 		if sender := ctx.Sender(); sender != nil {
 			s.drop(ctx.Send, sender.Id)
-			s.started(ctx, sender.Id)
+			s.started(ctx, sender.Id, true)
 		}
 	case *RoomBusy:
 		s.roomBusy(ctx, m)
@@ -152,13 +154,14 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		ctx.Respond(st)
 	case *actor.Terminated:
 		s.drop(ctx.Send, m.Who.Id)
-		s.started(ctx, m.Who.Id)
-		for room, pid := range s.children {
-			if pid.Equal(m.Who) {
-				delete(s.children, room)
-				if !s.stopping {
-					s.scheduleRespawn(ctx, room)
-				}
+		s.started(ctx, m.Who.Id, false)
+		// A child's name is its room ID: one lookup, not a scan of
+		// every child (stopping 10,000 rooms would be quadratic).
+		room, ok := strings.CutPrefix(m.Who.Id, ctx.Self().Id+"/")
+		if pid := s.children[room]; ok && pid != nil && pid.Equal(m.Who) {
+			delete(s.children, room)
+			if !s.stopping {
+				s.scheduleRespawn(ctx, room)
 			}
 		}
 	case *respawn:
@@ -172,50 +175,28 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		for _, stop := range s.timers {
 			stop()
 		}
+		s.endPreload()
+	case *actor.Restarting:
+		s.endPreload()
 	}
 }
 
-func (s *supervisor) spawn(ctx actor.Context, room string) {
+// spawn starts a room's actor and returns its PID, or nil when the spawn
+// failed and was rescheduled. During the start-up sweep the room counts
+// as starting until it reports live.
+func (s *supervisor) spawn(ctx actor.Context, room string) *actor.PID {
 	pid, err := ctx.SpawnNamed(s.cfg.RoomProps(room), room)
 	if err != nil {
 		// The name is still taken by a stopping incarnation; try again.
 		s.cfg.Logger.Warn("room spawn failed", "room", messages.RoomID(room), "err", err)
 		s.scheduleRespawn(ctx, room)
-		return
+		return nil
 	}
 	s.children[room] = pid
 	if s.unstarted != nil {
 		s.starting[pid.Id] = true
 	}
-}
-
-// startMore spawns waiting rooms while fewer than StartConcurrency are
-// replaying.
-func (s *supervisor) startMore(ctx actor.Context) {
-	limit := s.cfg.StartConcurrency
-	if limit <= 0 {
-		limit = DefaultStartConcurrency
-	}
-	for len(s.starting) < limit && len(s.unstarted) > 0 && !s.stopping {
-		room := s.unstarted[0]
-		s.unstarted = s.unstarted[1:]
-		if s.queued[room] {
-			delete(s.queued, room)
-			s.spawn(ctx, room)
-		}
-	}
-	if len(s.unstarted) == 0 && len(s.starting) == 0 {
-		s.unstarted = nil // the sweep is over
-	}
-}
-
-// started notes that actor id is live (or gone) and lets the next room
-// start.
-func (s *supervisor) started(ctx actor.Context, id string) {
-	if s.starting[id] {
-		delete(s.starting, id)
-		s.startMore(ctx)
-	}
+	return pid
 }
 
 func (s *supervisor) scheduleRespawn(ctx actor.Context, room string) {
