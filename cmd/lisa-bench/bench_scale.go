@@ -48,6 +48,9 @@ type scaleReport struct {
 	// back room by room (one GET /messages per allowed room) before any
 	// mention in it is routed.
 	ReadyAfterCrashSeconds float64 `json:"ready_after_crash_seconds"`
+	// Startup is the start-up measured for each journal shape; the
+	// fields above repeat the first (current) shape's figures.
+	Startup []startupReport `json:"startup"`
 }
 
 // memSample is the process's memory after a full GC that returns freed
@@ -93,39 +96,15 @@ func benchScale(ctx context.Context, work string, o benchOptions, step func(stri
 		return nil, err
 	}
 
-	// Start-up: journals written as Lisa writes them, then a fresh start.
-	step("scale: writing %d journal events for %d rooms", o.journalEvents, o.idleRooms)
-	data := filepath.Join(work, "ready", "data")
-	replayed, err := prepareJournals(data, stack.rooms, o.journalEvents, stack.hs.Head())
-	if err != nil {
-		return nil, err
+	for _, shape := range startupShapes(o) {
+		step("scale: start-up with %d rooms × %d journal events (%s shape)", o.idleRooms, shape.perRoom, shape.name)
+		sr, err := s.measureStartup(ctx, shape)
+		if err != nil {
+			return nil, fmt.Errorf("start-up, %s shape: %w", shape.name, err)
+		}
+		rep.Startup = append(rep.Startup, sr)
 	}
-	rep.JournalEvents, rep.ReplayedEvents = o.journalEvents, replayed
-	// A mention waits in the room the start-up sweep reaches last.
-	answered, err := s.mentionLast(0)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	lisa, err := s.startReady(ctx)
-	if err != nil {
-		return nil, err
-	}
-	started := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := s.timeReady(wctx, lisa, answered, start, started); err != nil {
-		return nil, err
-	}
-
-	// The same start after a crash: Lisa stopped cleanly above; taking her
-	// mark is what a crash would have left.
-	if err := forgetCleanStop(data); err != nil {
-		return nil, err
-	}
-	if err := s.timeReadyAfterCrash(ctx, wctx); err != nil {
-		return nil, err
-	}
+	rep.fillLegacy()
 	return rep, nil
 }
 
@@ -137,6 +116,8 @@ type scaleRun struct {
 	stack   *fakeStack
 	replies *arrivals
 	rep     *scaleReport
+	// mentions numbers the mentions posted to time answers.
+	mentions int
 }
 
 // measureRoomCost measures the memory of one room, then all rooms, each
@@ -184,66 +165,6 @@ func (s *scaleRun) measureMemory(ctx context.Context, name string, rs []string) 
 	return memSample{rssKiB: after.rssKiB - before.rssKiB, heapKiB: after.heapKiB - before.heapKiB}, nil
 }
 
-// mentionLast posts mention n in the room the start-up sweep reaches
-// last and returns where the arrival of its reply is delivered.
-func (s *scaleRun) mentionLast(n int) (<-chan time.Time, error) {
-	last := s.stack.rooms[len(s.stack.rooms)-1]
-	evID, _, err := s.stack.hs.Post(last, benchHuman, mention(benchBot, n))
-	if err != nil {
-		return nil, err
-	}
-	return s.replies.expect(evID), nil
-}
-
-// startReady starts Lisa with every room on the store with journals.
-func (s *scaleRun) startReady(ctx context.Context) (*benchLisa, error) {
-	return startBenchLisa(ctx, filepath.Join(s.work, "ready"), s.stack.target(), s.stack.llm.URL(), s.stack.rooms, 3, s.o.logOut)
-}
-
-// timeReady reports how long lisa, started at start, took to answer the
-// waiting mention and to make every room live, and how long her start
-// took (until started); then it stops her.
-func (s *scaleRun) timeReady(wctx context.Context, lisa *benchLisa, answered <-chan time.Time, start, started time.Time) error {
-	select {
-	case at := <-answered:
-		s.rep.ReadySeconds = at.Sub(start).Seconds()
-	case <-wctx.Done():
-		lisa.stop()
-		return fmt.Errorf("no answer after start: %w", wctx.Err())
-	}
-	if err := lisa.awaitRooms(wctx, s.stack.rooms); err != nil {
-		lisa.stop()
-		return err
-	}
-	s.rep.AllLiveSeconds = time.Since(start).Seconds()
-	s.rep.StartSeconds = started.Sub(start).Seconds()
-	lisa.stop()
-	return nil
-}
-
-// timeReadyAfterCrash reports how long a Lisa started on the store a
-// crash left takes to answer a mention waiting in the last room, within
-// wctx.
-func (s *scaleRun) timeReadyAfterCrash(ctx, wctx context.Context) error {
-	answered, err := s.mentionLast(1)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	lisa, err := s.startReady(ctx)
-	if err != nil {
-		return err
-	}
-	defer lisa.stop()
-	select {
-	case at := <-answered:
-		s.rep.ReadyAfterCrashSeconds = at.Sub(start).Seconds()
-	case <-wctx.Done():
-		return fmt.Errorf("no answer after a start following a crash: %w", wctx.Err())
-	}
-	return nil
-}
-
 // forgetCleanStop removes the clean-stop mark of the store in dir, as a
 // crash would have left it.
 func forgetCleanStop(dir string) error {
@@ -260,12 +181,12 @@ func forgetCleanStop(dir string) error {
 	return err
 }
 
-// prepareJournals records a sync cursor at since and writes perRoom = events/len(rooms) journal events for
-// every room — invocations produced by the room machine itself, answered
+// prepareJournals records a sync cursor at since and writes perRoom
+// journal events for every room — invocations produced by the room machine itself, answered
 // one after another — with the snapshots Lisa would have taken, and no
 // compaction (so every event is still on disk). It returns how many events
 // lie after the latest snapshots, which a start has to replay.
-func prepareJournals(dir string, rooms []string, events int, since string) (int, error) {
+func prepareJournals(dir string, rooms []string, perRoom int, since string) (int, error) {
 	store, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
 	if err != nil {
 		return 0, err
@@ -275,7 +196,6 @@ func prepareJournals(dir string, rooms []string, events int, since string) (int,
 	if _, err := store.CommitSync(&roompb.SyncCursor{NextBatch: since, BaselineDone: true, UpdatedAtMs: time.Now().UnixMilli()}, nil); err != nil {
 		return 0, err
 	}
-	perRoom := events / len(rooms)
 	replayed := 0
 	var batch []persistence.BulkEntry
 	for _, r := range rooms {
@@ -352,7 +272,11 @@ func roomHistory(roomID string, n int) ([]proto.Message, map[int]*roompb.RoomSna
 		}
 	}
 	step(room.Recovered{})
-	for k := 0; len(evs) < n; k++ {
+	// Whole answered invocations (4 events each) while they fit, then
+	// repeated inbox entries (one InvocationDuplicate each): from n = 4
+	// on, the journal ends with nothing in flight, as an idle room's does.
+	k := 0
+	for ; len(evs)+4 <= n || k == 0; k++ {
 		now = now.Add(time.Minute)
 		cand := &roompb.Candidate{RoomId: roomID, EventId: fmt.Sprintf("$m%d", k), Sender: benchHuman, Body: "Lisa, ping", Trigger: "mention", InboxSeq: uint64(k + 1)}
 		inputs = append(inputs, room.InboxLoaded{Candidates: []*roompb.Candidate{cand}})
@@ -362,6 +286,11 @@ func roomHistory(roomID string, n int) ([]proto.Message, map[int]*roompb.RoomSna
 			step(in)
 		}
 		inputs = inputs[:0]
+	}
+	for len(evs) < n {
+		now = now.Add(time.Minute)
+		again := &roompb.Candidate{RoomId: roomID, EventId: fmt.Sprintf("$m%d", k-1), Sender: benchHuman, Body: "Lisa, ping", Trigger: "mention"}
+		step(room.InboxLoaded{Candidates: []*roompb.Candidate{again}})
 	}
 	for idx := range snaps {
 		if idx > n {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lisabot/lisa/actors/room"
 )
 
 // TestBenchReportIsWellFormed runs the bench command with tiny sizes and
@@ -25,7 +27,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5)",
-		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issue #8)"} {
+		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19)", "start-up, worst shape", "after a crash"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -57,6 +59,13 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 			IdleRooms      int `json:"idle_rooms"`
 			JournalEvents  int `json:"journal_events"`
 			ReplayedEvents int `json:"replayed_events"`
+			Startup        []struct {
+				Shape          string
+				EventsPerRoom  int          `json:"events_per_room"`
+				ReplayedEvents int          `json:"replayed_events"`
+				Clean          startFigures `json:"clean_stop"`
+				Crash          startFigures
+			} `json:"startup"`
 		}
 		Targets []struct{ Name string }
 	}
@@ -76,8 +85,44 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Errorf("throughput = %+v", rep.Throughput)
 	case rep.Scale == nil || rep.Scale.IdleRooms != 20 || rep.Scale.JournalEvents != 400 || rep.Scale.ReplayedEvents <= 0:
 		t.Errorf("scale = %+v", rep.Scale)
-	case len(rep.Targets) != 5:
+	case len(rep.Scale.Startup) != 2 || rep.Scale.Startup[0].EventsPerRoom != 20 || rep.Scale.Startup[1].EventsPerRoom != 49:
+		t.Errorf("start-up shapes = %+v", rep.Scale.Startup)
+	case len(rep.Targets) != 8:
 		t.Errorf("targets = %+v", rep.Targets)
+	}
+	for _, sr := range rep.Scale.Startup {
+		for _, run := range []startFigures{sr.Clean, sr.Crash} {
+			if sr.ReplayedEvents <= 0 || run.FirstAnswer <= 0 || run.AllLive <= 0 || run.Replay <= 0 {
+				t.Errorf("%s shape: %+v", sr.Shape, sr)
+			}
+		}
+	}
+}
+
+// startFigures is what the smoke test reads of one start.
+type startFigures struct {
+	FirstAnswer float64 `json:"first_answer_seconds"`
+	AllLive     float64 `json:"all_rooms_live_seconds"`
+	Replay      float64 `json:"replay_events_per_second"`
+}
+
+// The bench's journals are those of idle rooms: exactly n events, and
+// nothing in flight at the end (from n = 4, one whole invocation, on).
+func TestRoomHistoryEndsIdle(t *testing.T) {
+	for _, n := range []int{4, 5, 7, 49, 50, 51, 100} {
+		evs, _ := roomHistory("!r:bench.test", n)
+		if len(evs) != n {
+			t.Fatalf("n=%d: %d events", n, len(evs))
+		}
+		var st room.State
+		for _, ev := range evs {
+			if err := st.Apply(ev); err != nil {
+				t.Fatalf("n=%d: %v", n, err)
+			}
+		}
+		if len(st.Queue) != 0 {
+			t.Errorf("n=%d: %d invocations in flight at the end", n, len(st.Queue))
+		}
 	}
 }
 
