@@ -165,6 +165,9 @@ overload_error = "Too much at once."
 data_dir = "data"
 log_level = "warn"
 max_concurrent_rooms = %d
+# One human sends every mention of the bench, hundreds per room: the
+# per-sender flood guard would refuse them.
+sender_rate_limit = 0
 `, hs.url, hs.user, hs.device, strings.Join(quoted, ", "), llmURL, maxConcurrent)
 	cfgPath := filepath.Join(work, "lisa.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
