@@ -56,7 +56,7 @@ func (c *campaign) replies(ctx context.Context, room id.RoomID) ([]reply, error)
 				continue
 			}
 			_ = json.Unmarshal(evt.Content.VeryRaw, &content)
-			out = append(out, reply{to: content.Rel.IRT.EventID, error: content.Body == genericError})
+			out = append(out, reply{to: content.Rel.IRT.EventID, error: strings.HasSuffix(content.Body, genericError)})
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
 			return out, nil

@@ -230,9 +230,10 @@ func (r *roomActor) Receive(ctx actor.Context) {
 	}
 }
 
-// step runs one input through the machine: persist each event, apply it,
-// perform the effects, and pump until nothing is left to do. Then it tells
-// the parent if the room became busy or idle.
+// step runs one input through the machine: perform the early effects,
+// persist each event, apply it, perform the effects, and pump until
+// nothing is left to do. Then it tells the parent if the room became busy
+// or idle.
 func (r *roomActor) step(ctx actor.Context, in Input) {
 	if !r.live {
 		return
@@ -240,6 +241,9 @@ func (r *roomActor) step(ctx actor.Context, in Input) {
 	now := r.cfg.Clock.Now()
 	out := r.m.Decide(in, now)
 	for {
+		for _, eff := range out.Early {
+			r.perform(ctx, eff)
+		}
 		for _, ev := range out.Events {
 			r.record(ev, now)
 		}

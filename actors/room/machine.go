@@ -111,8 +111,12 @@ type Machine struct {
 	slotHeld bool
 	// attempt is the attempt number of the running invocation.
 	attempt uint32
-	// unsure is set for a ready reply whose send outcome is unknown: it
-	// must be looked up on the homeserver before it is sent again.
+	// unsure is set for a head whose reply may have reached the
+	// homeserver without the room knowing: a ready reply whose send
+	// outcome is unknown, or, after a restart, an attempt that started
+	// (its reply is sent before ReplyReady is durable, see Output.Early).
+	// It is looked up on the homeserver before it is sent again or
+	// answered anew.
 	unsure bool
 	// sendFailures counts consecutive send failures of the head.
 	sendFailures int
@@ -151,18 +155,32 @@ func (m *Machine) Busy() bool {
 	return m.phase == running || m.phase == sending || m.phase == reconciling
 }
 
-// Output is what one step asks the adapter to do: persist Events (in
-// order, each before it is applied), then perform Effects (in order).
+// Output is what one step asks the adapter to do: perform Early effects,
+// persist Events (in order, each before it is applied), then perform
+// Effects (in order).
+//
+// Early effects do not wait for the step's events to be durable, so the
+// durable writes they would wait for are off the latency path: asking for
+// a slot, starting an attempt (its InvocationStarted is written while the
+// attempt fetches its context) and sending a fresh answer (its ReplyReady
+// is written while the PUT is on its way). Each is safe if the process
+// dies before the events are stored: a slot is volatile; an attempt does
+// nothing visible until the room, which handles one message at a time,
+// takes its result after the write; and a reply whose ReplyReady was lost
+// is looked up on the homeserver before its invocation is answered again,
+// because the durable InvocationStarted makes the restarted room unsure.
 type Output struct {
+	Early   []Effect
 	Events  []proto.Message
 	Effects []Effect
 }
 
 // Empty reports whether o asks for nothing.
-func (o Output) Empty() bool { return len(o.Events) == 0 && len(o.Effects) == 0 }
+func (o Output) Empty() bool { return len(o.Early) == 0 && len(o.Events) == 0 && len(o.Effects) == 0 }
 
 func (o *Output) event(e proto.Message) { o.Events = append(o.Events, e) }
 func (o *Output) effect(e Effect)       { o.Effects = append(o.Effects, e) }
+func (o *Output) early(e Effect)        { o.Early = append(o.Early, e) }
 
 // Decide handles one input. It changes only volatile progress; durable
 // changes are returned as events for the adapter to persist and Apply.
@@ -205,7 +223,7 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 // restart is unknown now.
 func (m *Machine) recovered(now time.Time) Output {
 	var out Output
-	if head := m.Head(); head != nil && head.Ready {
+	if head := m.Head(); head != nil && (head.Ready || head.Attempts > 0) {
 		m.unsure = true
 	}
 	for _, inv := range m.Queue {
@@ -280,12 +298,11 @@ func (m *Machine) invocationDone(in InvocationDone, ms int64) Output {
 	m.slotHeld = false
 	out.effect(ReleaseSlot{})
 	if in.Err == nil {
-		out.event(&roompb.ReplyReady{
-			EventId:   in.EventID,
-			TxnId:     string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID))),
-			Content:   in.Content,
-			ReadyAtMs: ms,
-		})
+		txn := string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID)))
+		out.event(&roompb.ReplyReady{EventId: in.EventID, TxnId: txn, Content: in.Content, ReadyAtMs: ms})
+		// Sent at once, while ReplyReady is written (see Output.Early).
+		m.phase = sending
+		out.early(SendReply{EventID: in.EventID, TxnID: txn, Content: in.Content})
 		return out
 	}
 	out.event(&roompb.InvocationFailed{
@@ -424,6 +441,11 @@ func (m *Machine) Pump(now time.Time) Output {
 	case head.Ready && m.unsure:
 		m.phase = reconciling
 		out.effect(Reconcile{EventID: head.EventID(), TxnID: head.TxnID})
+	case m.unsure && !head.Ready && !head.Notice:
+		// An attempt started before a restart: its reply may be out.
+		m.phase = reconciling
+		out.effect(Reconcile{EventID: head.EventID(),
+			TxnID: string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID())))})
 	case head.Ready:
 		m.phase = sending
 		// From here until SendDone the outcome is unknown; a crash in
@@ -435,12 +457,12 @@ func (m *Machine) Pump(now time.Time) Output {
 		out.event(m.errorReply(head, now.UnixMilli(), m.expired(head, now)))
 	case !m.slotHeld:
 		m.phase = waitingSlot
-		out.effect(RequestSlot{})
+		out.early(RequestSlot{})
 	default:
 		m.phase = running
 		m.attempt = head.Attempts + 1
 		out.event(&roompb.InvocationStarted{EventId: head.EventID(), Attempt: m.attempt, StartedAtMs: now.UnixMilli()})
-		out.effect(StartInvocation{Candidate: head.Candidate, Attempt: m.attempt, Deadline: m.deadline(head, now)})
+		out.early(StartInvocation{Candidate: head.Candidate, Attempt: m.attempt, Deadline: m.deadline(head, now)})
 	}
 	return out
 }

@@ -48,6 +48,9 @@ func (d *driver) feed(t *testing.T, in Input) {
 	fmt.Fprintf(&d.out, "> %T\n", in)
 	out := d.m.Decide(in, d.now)
 	for {
+		for _, eff := range out.Early {
+			fmt.Fprintf(&d.out, "  early  %s\n", Describe(eff))
+		}
 		for _, ev := range out.Events {
 			d.journal = append(d.journal, ev)
 			if err := d.m.Apply(ev); err != nil {
@@ -186,16 +189,38 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
 		},
 		"crash_during_invocation_counts_attempt": func(t *testing.T, d *driver) {
+			// An attempt that started before a crash may have sent its
+			// reply (Output.Early): the restarted room looks it up first,
+			// and only a miss that counts starts the next attempt.
+			miss := func() ReconcileDone {
+				return ReconcileDone{EventID: "$a", LookedAt: d.now, QuietSince: d.now.Add(-time.Minute)}
+			}
 			d.feed(t, cands("$a"))
 			d.feed(t, SlotGranted{})
 			d.crash(t)
 			d.feed(t, Recovered{})
+			d.feed(t, miss())
 			d.feed(t, SlotGranted{})
 			d.crash(t)
 			d.feed(t, Recovered{})
+			d.feed(t, miss())
 			d.feed(t, SlotGranted{})
 			d.crash(t)
-			d.feed(t, Recovered{}) // all three attempts spent: error reply
+			d.feed(t, Recovered{})
+			d.feed(t, miss()) // all three attempts spent: error reply
+		},
+		"crash_after_early_send_finds_reply": func(t *testing.T, d *driver) {
+			// The answer was sent while its ReplyReady was being written,
+			// and the process died before the write: found, not answered
+			// again.
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now, QuietSince: d.now, Found: false}) // too early to count
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
+			d.feed(t, SlotGranted{})
 		},
 		"send_failures": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a", "$b"))
@@ -406,7 +431,7 @@ func TestDeadlineSpansAttempts(t *testing.T) {
 				}
 				events = append(events, Describe(ev))
 			}
-			for _, eff := range out.Effects {
+			for _, eff := range append(out.Early, out.Effects...) {
 				if s, ok := eff.(StartInvocation); ok {
 					starts = append(starts, s)
 				}

@@ -56,14 +56,20 @@ func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]
 // headGone ends the volatile progress of a head that is being dropped
 // before its reply was fixed: a running attempt is stopped, a retry wait
 // ends. A slot held or asked for stays with the room.
+//
+// A head looked up after a restart (its attempt may have sent a reply
+// before the crash, see Output.Early) is dropped too, and the lookup is
+// abandoned: a reply sent that way to a question redacted before Lisa
+// came back is not redacted (see docs/behaviour.md).
 func (m *Machine) headGone(out *Output) {
 	switch m.phase {
 	case running:
 		out.effect(CancelInvocation{})
 		m.phase = idle
-	case retryWait:
+	case retryWait, reconciling, sendWait:
 		m.phase = idle
 	}
+	m.unsure = false
 }
 
 // edit takes in an edit of a message. An invocation that has not started

@@ -98,6 +98,15 @@ func TestRelationsGolden(t *testing.T) {
 			d.feed(t, Recovered{}) // $b's reaction is on its way: asked again after the restart
 			d.feed(t, ReactionDone{EventID: "$b", ReactionEventID: "$wb"})
 		},
+		"redaction_during_recovery_lookup": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			d.feed(t, Recovered{}) // $a is looked up: its reply may be out
+			d.feed(t, inbox(redactionOf("$x", "$a")))
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"}) // stale
+			d.feed(t, SlotGranted{})
+		},
 		"timeout_gets_overload_reply": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a", "$b"))
 			d.feed(t, SlotGranted{})
@@ -138,7 +147,7 @@ func TestEditedTextIsAnswered(t *testing.T) {
 	}
 	start := d.m.Pump(d.now)
 	var got *roompb.Candidate
-	for _, e := range start.Effects {
+	for _, e := range start.Early {
 		if s, ok := e.(StartInvocation); ok {
 			got = s.Candidate
 		}

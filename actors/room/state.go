@@ -215,9 +215,9 @@ func (s *State) Apply(ev proto.Message) error {
 		if err != nil {
 			return err
 		}
-		if !inv.Ready {
-			return fmt.Errorf("room: hold of %s before its reply was ready", e.GetEventId())
-		}
+		// A hold before the reply is fixed: an attempt's reply may have
+		// been sent before a crash (see Output.Early); it is looked up,
+		// not answered again, before the hold ends.
 		inv.HeldUntilMs = max(inv.HeldUntilMs, e.GetUntilMs())
 	case *roompb.ReplySent:
 		if err := s.finish(e.GetEventId(), e.GetReplyEventId()); err != nil {
