@@ -201,13 +201,17 @@ func prepareJournals(dir string, rooms []string, perRoom int, since string) (int
 	for _, r := range rooms {
 		name := "app/rooms/" + r
 		evs, snaps := roomHistory(r, perRoom)
-		for i, ev := range evs {
-			batch = append(batch, persistence.BulkEntry{Name: name, Index: uint64(i), Msg: ev})
-		}
 		last := 0
-		for idx, snap := range snaps {
-			batch = append(batch, persistence.BulkEntry{Name: name, Index: uint64(idx), Snapshot: true, Msg: snap})
+		for idx := range snaps {
 			last = max(last, idx)
+		}
+		if snap, ok := snaps[last]; ok {
+			batch = append(batch, persistence.BulkEntry{Name: name, Index: uint64(last), Snapshot: true, Msg: snap})
+		}
+		// As Lisa leaves a journal: each snapshot compacts the events
+		// and snapshots before it (persistence.Provider.PersistSnapshot).
+		for i := last; i < len(evs); i++ {
+			batch = append(batch, persistence.BulkEntry{Name: name, Index: uint64(i), Msg: evs[i]})
 		}
 		replayed += len(evs) - last
 		if len(batch) > 50_000 {
@@ -250,7 +254,7 @@ func roomHistory(roomID string, n int) ([]proto.Message, map[int]*roompb.RoomSna
 				panic(err) // the machine's own events always apply
 			}
 		}
-		for _, eff := range out.Effects {
+		for _, eff := range append(out.Early, out.Effects...) {
 			switch e := eff.(type) {
 			case room.RequestSlot:
 				inputs = append(inputs, room.SlotGranted{})
