@@ -29,7 +29,7 @@ func answeredInvocation(m *Machine, k int, now time.Time) []proto.Message {
 				panic(err)
 			}
 		}
-		for _, eff := range out.Effects {
+		for _, eff := range append(out.Early, out.Effects...) {
 			switch e := eff.(type) {
 			case RequestSlot:
 				inputs = append(inputs, SlotGranted{})
