@@ -199,7 +199,9 @@ func TestVerifyRepeatsFailedReads(t *testing.T) {
 	}{
 		{"no failures", 0, true},
 		{"three failures, each read repeated", 3, true},
-		{"every attempt of the first read fails", readAttempts, false},
+		// Both rooms are read at once (fetchParallel): every attempt of
+		// both reads fails.
+		{"every attempt of every read fails", 2 * readAttempts, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -242,8 +244,8 @@ func TestVerifyRepeatsFailedReads(t *testing.T) {
 				if err == nil || !errors.As(err, &le) || le.Permanent {
 					t.Fatalf("want a transient failure, got %v", err)
 				}
-				if reads != readAttempts {
-					t.Fatalf("%d reads, want %d attempts of the first", reads, readAttempts)
+				if reads != 2*readAttempts {
+					t.Fatalf("%d reads, want %d attempts of each room's read", reads, readAttempts)
 				}
 				if !src.VerifyPending() {
 					t.Fatal("a failed check is no longer pending")
