@@ -627,24 +627,37 @@ func (c *campaign) humanMessage(ctx context.Context, n int) error {
 	return nil
 }
 
-// send posts as the human, retrying with the same transaction ID (the
-// homeserver is never restarted meanwhile, so retries are idempotent).
-func (c *campaign) send(ctx context.Context, room id.RoomID, content *event.MessageEventContent) (id.EventID, error) {
+// send posts as the human (see asHuman).
+func (c *campaign) send(ctx context.Context, room id.RoomID, content *event.MessageEventContent) (ev id.EventID, err error) {
+	err = c.asHuman(ctx, "chaos", func(ctx context.Context, txn string) error {
+		resp, err := c.human.SendMessageEvent(ctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: txn})
+		if err == nil {
+			ev = resp.EventID
+		}
+		return err
+	})
+	return ev, err
+}
+
+// asHuman runs one request of the human's, retrying it with the same
+// transaction ID (the homeserver is never restarted meanwhile, so retries
+// are idempotent).
+func (c *campaign) asHuman(ctx context.Context, prefix string, do func(ctx context.Context, txn string) error) error {
 	c.hsMu.RLock()
 	defer c.hsMu.RUnlock()
-	txn := fmt.Sprintf("chaos-%d-%d", c.cfg.Seed, time.Now().UnixNano())
+	txn := fmt.Sprintf("%s-%d-%d", prefix, c.cfg.Seed, time.Now().UnixNano())
 	var last error
 	for range 5 {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		resp, err := c.human.SendMessageEvent(sctx, room, event.EventMessage, content, mautrix.ReqSendEvent{TransactionID: txn})
+		err := do(sctx, txn)
 		cancel()
 		if err == nil {
-			return resp.EventID, nil
+			return nil
 		}
 		last = err
 		time.Sleep(200 * time.Millisecond)
 	}
-	return "", last
+	return last
 }
 
 // killer SIGKILLs Lisa at random moments.

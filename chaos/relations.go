@@ -168,23 +168,12 @@ func (c *campaign) redactQuestion(ctx context.Context, room id.RoomID) (bool, er
 	return true, c.redact(ctx, room, q)
 }
 
-// redact redacts ev as the human, retrying with the same transaction ID.
+// redact redacts ev as the human (see asHuman).
 func (c *campaign) redact(ctx context.Context, room id.RoomID, ev id.EventID) error {
-	c.hsMu.RLock()
-	defer c.hsMu.RUnlock()
-	txn := fmt.Sprintf("chaos-redact-%d-%d", c.cfg.Seed, time.Now().UnixNano())
-	var last error
-	for range 5 {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := c.human.RedactEvent(sctx, room, ev, mautrix.ReqRedact{TxnID: txn})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	return last
+	return c.asHuman(ctx, "chaos-redact", func(ctx context.Context, txn string) error {
+		_, err := c.human.RedactEvent(ctx, room, ev, mautrix.ReqRedact{TxnID: txn})
+		return err
+	})
 }
 
 // noteQuestion records a question Lisa must answer once.
