@@ -39,6 +39,23 @@ func edit(orig id.EventID, body string, mention bool, bot string) *event.Message
 		RelatesTo: &event.RelatesTo{Type: event.RelReplace, EventID: orig}}
 }
 
+// busyRoom starts Lisa and keeps room busy: a first question is held at
+// the model until gate is released (at the end of the test at the
+// latest), so what follows waits in the room's queue.
+func (e *e2e) busyRoom(room id.RoomID) (*lisaProc, id.EventID, *llmfake.Gate) {
+	e.t.Helper()
+	gate := llmfake.NewGate()
+	e.t.Cleanup(gate.Release)
+	e.llm.Enqueue(llmfake.Answer("first, done").Until(gate))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	busy := e.mention(room, "keep busy for a moment")
+	if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+		e.t.Fatal(err)
+	}
+	return p, busy, gate
+}
+
 // requestFor returns the text of the last LLM request whose invoking
 // message contains marker.
 func (e *e2e) requestFor(marker string) string {
@@ -116,16 +133,7 @@ func TestThreadsAnsweredInThread(t *testing.T) {
 func TestEditsBeforeTheAnswer(t *testing.T) {
 	e := newE2E(t, 1)
 	room := e.allowed[0]
-	gate := llmfake.NewGate()
-	defer gate.Release()
-	e.llm.Enqueue(llmfake.Answer("first, done").Until(gate))
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
-
-	busy := e.mention(room, "keep busy for a moment")
-	if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	p, busy, gate := e.busyRoom(room)
 	asked := e.mention(room, "ORIGINAL-WORDING what time is it?")
 	e.say(room, edit(asked, "EDITED-WORDING what day is it?", true, e.bot.UserID))
 	e.awaitLogLine(p, `"transition":"InvocationEdited"`)
@@ -172,16 +180,7 @@ func (e *e2e) awaitLogLine(p *lisaProc, s string) {
 func TestRedactions(t *testing.T) {
 	e := newE2E(t, 1)
 	room := e.allowed[0]
-	gate := llmfake.NewGate()
-	defer gate.Release()
-	e.llm.Enqueue(llmfake.Answer("first, done").Until(gate))
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
-
-	busy := e.mention(room, "keep busy for a moment")
-	if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	p, busy, gate := e.busyRoom(room)
 	withdrawn := e.mention(room, "WITHDRAWN-QUESTION never mind")
 	if _, err := e.human.RedactEvent(e.ctx, room, withdrawn); err != nil {
 		t.Fatal(err)
