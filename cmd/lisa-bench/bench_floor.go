@@ -37,10 +37,12 @@ type floorReport struct {
 	// FloorMs = fsync p50 × writes on path + RTT p50 × calls on path.
 	FloorMs float64 `json:"floor_ms"`
 	// BadgerWriteP50Ms is the median of one durable journal append through
-	// Lisa's store (Badger with SyncWrites, group commit) in the same
-	// file system: what a "durable write" costs Lisa, as opposed to a
-	// bare fsync. Badger syncs its value log and msyncs its write-ahead
-	// log on every commit.
+	// Lisa's store, opened as Lisa opens it (persistence.OpenBadger:
+	// SyncWrites, group commit), in the same file system as the data
+	// directories: one write at a time, so one Badger commit each. It is
+	// what a "durable write" costs Lisa, as opposed to a bare fsync:
+	// Badger syncs its value log and msyncs its write-ahead log on every
+	// commit.
 	BadgerWriteP50Ms float64 `json:"badger_write_p50_ms"`
 	BadgerWriteP99Ms float64 `json:"badger_write_p99_ms"`
 	// StoreFloorMs = Badger write p50 × writes on path + RTT p50 × calls
@@ -52,19 +54,27 @@ type floorReport struct {
 }
 
 // Writes and calls on the path of one invocation, counted from the code
-// (docs/performance.md lists them):
+// (docs/performance.md lists them), since the room performs slot
+// requests, attempt starts and fresh answers before writing the step's
+// journal events (room.Output.Early):
 //
-//	durable writes before the reply PUT: CommitSync (cursor + inbox),
-//	InvocationQueued (which takes the inbox entry in the same write),
-//	InvocationStarted, ReplyReady; after it: ReplySent, RecordBotEvent,
-//	and the next sync's CommitSync carrying Lisa's own reply (plus its
-//	bot-event record).
+//	durable writes in series before the reply PUT: CommitSync (cursor +
+//	inbox entry, before the room is nudged) and InvocationQueued (which
+//	takes the inbox entry in the same write; the room applies it, and
+//	only then asks for a slot). InvocationStarted is written while the
+//	attempt fetches its context, ReplyReady while the PUT is on its way:
+//	beside the path, not in series with it. After the PUT: ReplySent,
+//	RecordBotEvent, and the next sync's CommitSync carrying Lisa's own
+//	reply (plus its bot-event record).
 //
 //	calls in series before the reply PUT: the /sync response, GET /context
 //	(GET /joined_members runs beside it), the LLM request, and the PUT
-//	itself. Typing on and typing off run beside them.
+//	itself. Typing on and typing off run beside them. The /sync response
+//	and the PUT are one-way each (the /sync was parked; the arrival is
+//	the PUT reaching the homeserver), so counting them as round trips
+//	makes the floor higher by one RTT.
 const (
-	durableWritesOnPath        = 4
+	durableWritesOnPath        = 2
 	durableWritesPerInvocation = 8
 	callsOnPath                = 4
 )
@@ -114,7 +124,8 @@ func measureFloor(dir string, fsyncs, rtts int) (floorReport, error) {
 }
 
 // measureBadgerWrites times n sequential journal appends to a fresh store
-// in dir, each durable when it returns.
+// in dir, each durable when it returns: with nothing else writing, each
+// is one synchronous Badger commit of its own.
 func measureBadgerWrites(dir string, n int) ([]time.Duration, error) {
 	sub, err := os.MkdirTemp(dir, "badger-probe-")
 	if err != nil {

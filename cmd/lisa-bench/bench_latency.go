@@ -45,7 +45,38 @@ type latencyReport struct {
 	LisaP50Ratio float64 `json:"lisa_p50_floor_ratio,omitempty"`
 	LisaP99Ratio float64 `json:"lisa_p99_floor_ratio,omitempty"`
 
+	// StoreP50Ratio … StoreP99Ratio are the latency against the store
+	// floor (floorReport.StoreFloorMs), the floor issue #18 judges by.
+	StoreP50Ratio float64 `json:"p50_store_floor_ratio"`
+	StoreP95Ratio float64 `json:"p95_store_floor_ratio"`
+	StoreP99Ratio float64 `json:"p99_store_floor_ratio"`
+
+	// FakesIsolated says the fake homeserver and the fake LLM ran in a
+	// process of their own (fake homeserver only).
+	FakesIsolated bool `json:"fakes_in_own_process,omitempty"`
+	// CPU is the bench process's CPU over the measured invocations (fake
+	// homeserver only).
+	CPU *cpuReport `json:"cpu,omitempty"`
+
 	samples, lisaSamples []time.Duration
+}
+
+// cpuReport is CPU time per measured invocation, and where it went.
+type cpuReport struct {
+	// LisaUsPerInvocation is the bench process's user + sys CPU over the
+	// measured invocations ÷ invocations, in µs: Lisa's own when the
+	// fakes run in their own process (plus the bench's driving of them:
+	// one control request and one store read per invocation).
+	LisaUsPerInvocation float64 `json:"lisa_us_per_invocation"`
+	// LisaUserUs and LisaSysUs split it into user and system time.
+	LisaUserUs float64 `json:"lisa_user_us_per_invocation"`
+	LisaSysUs  float64 `json:"lisa_sys_us_per_invocation"`
+	// FakesUsPerInvocation is the fakes' process's CPU likewise (0 when
+	// they run in the bench process, where LisaUsPerInvocation holds it).
+	FakesUsPerInvocation float64 `json:"fakes_us_per_invocation"`
+	// Profile is the top of a CPU profile of the bench process over the
+	// same invocations.
+	Profile cpuBreakdown `json:"profile"`
 }
 
 // segmentStats is one part of the path between two observed requests.
@@ -56,13 +87,16 @@ type segmentStats struct {
 }
 
 // segmentNames name the parts of the path between the instants the fake
-// homeserver and the fake LLM observe.
+// homeserver and the fake LLM observe. Durable writes in series with the
+// path are named; InvocationStarted and ReplyReady are written beside it
+// (the room performs the attempt's start and the send before writing
+// them: room.Output.Early).
 var segmentNames = []string{
 	"deliverable → /sync response written",
-	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync, queue, start)",
-	"→ LLM request arrives (context and members fetched side by side, context built, prompt encoded)",
+	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync, nudge, InvocationQueued, slot, spawn, typing on)",
+	"→ LLM request arrives (context and members side by side, context built, prompt encoded; InvocationStarted written beside it)",
 	"LLM request → its answer written (the fake LLM's own handling, not Lisa's)",
-	"LLM answer → reply PUT (answer decoded, rendered, ReplyReady, send)",
+	"LLM answer → reply PUT (answer decoded, rendered, send; ReplyReady written beside it)",
 }
 
 // llmSegment is the index of the fake LLM's own handling in segmentNames.
@@ -147,7 +181,9 @@ func segments(t0 time.Time, pts []tracePoint, rounds []llmRound) ([]time.Duratio
 	return out, true
 }
 
-func (l *latencyReport) finish(floorMs float64) {
+// finish computes the percentiles and their ratios to the floor (bare
+// fsync) and to the store floor (Badger commits).
+func (l *latencyReport) finish(floorMs, storeFloorMs float64) {
 	l.N = len(l.samples)
 	l.P50Ms, l.P95Ms, l.P99Ms, l.MaxMs = pct(l.samples, 50), pct(l.samples, 95), pct(l.samples, 99), pct(l.samples, 100)
 	if len(l.lisaSamples) > 0 {
@@ -156,6 +192,9 @@ func (l *latencyReport) finish(floorMs float64) {
 	if floorMs > 0 {
 		l.P50Ratio, l.P95Ratio, l.P99Ratio = l.P50Ms/floorMs, l.P95Ms/floorMs, l.P99Ms/floorMs
 		l.LisaP50Ratio, l.LisaP99Ratio = l.LisaP50Ms/floorMs, l.LisaP99Ms/floorMs
+	}
+	if storeFloorMs > 0 {
+		l.StoreP50Ratio, l.StoreP95Ratio, l.StoreP99Ratio = l.P50Ms/storeFloorMs, l.P95Ms/storeFloorMs, l.P99Ms/storeFloorMs
 	}
 }
 
@@ -234,17 +273,17 @@ func (f *fakeStack) Close() {
 
 // benchFakeLatency measures bot-added latency through the fake
 // homeserver, one invocation at a time, each posted while Lisa's /sync is
-// parked so the mention is delivered at once.
+// parked so the mention is delivered at once. The fakes run in a process
+// of their own unless o.fakesInProcess; this process's CPU over the
+// measured invocations is Lisa's (see cpuReport).
 func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latencyReport, error) {
-	waiter := newArrivals(nil)
-	trace := &tracer{seen: map[string][]tracePoint{}}
-	stack, err := startFakeStack(max(1, o.latencyRooms), "lat", waiter, trace)
+	fakes, err := startLatencyFakes(ctx, max(1, o.latencyRooms), o.fakesInProcess)
 	if err != nil {
 		return nil, err
 	}
-	defer stack.Close()
-	hs, rooms := stack.hs, stack.rooms
-	lisa, err := startBenchLisa(ctx, work, stack.target(), stack.llm.URL(), rooms, 3, o.logOut)
+	defer fakes.Close()
+	rooms := fakes.roomIDs()
+	lisa, err := startBenchLisa(ctx, work, fakes.target(), fakes.llmURL(), rooms, 3, o.logOut)
 	if err != nil {
 		return nil, err
 	}
@@ -252,62 +291,83 @@ func benchFakeLatency(ctx context.Context, work string, o benchOptions) (*latenc
 	if err := lisa.d.AwaitBaseline(ctx, time.Minute); err != nil {
 		return nil, err
 	}
-	rep := &latencyReport{Measured: "deliverable = the fake homeserver stored the event while Lisa's /sync was parked; arrival = the reply PUT reached the fake, before its body was read"}
-	var before map[string]int
-	segs := make([][]time.Duration, len(segmentNames))
-	for i := range o.warmup + o.invocations {
-		if i == o.warmup {
-			before = hs.Counts()
-		}
-		room := rooms[i%len(rooms)]
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		if err := hs.WaitParked(wctx); err != nil {
-			cancel()
-			return nil, fmt.Errorf("waiting for Lisa's /sync: %w", err)
-		}
-		_, _ = trace.take(room)
-		evID, at, err := hs.Post(room, benchHuman, mention(benchBot, i))
-		if err != nil {
-			cancel()
+	for i := range o.warmup {
+		if _, err := latencyStep(ctx, fakes, lisa, rooms[i%len(rooms)], i); err != nil {
 			return nil, err
 		}
-		reply := waiter.expect(evID)
-		var arrived time.Time
-		select {
-		case arrived = <-reply:
-		case <-wctx.Done():
-			cancel()
-			return nil, fmt.Errorf("no reply to invocation %d within a minute", i)
+	}
+	rep := &latencyReport{FakesIsolated: !o.fakesInProcess,
+		Measured: "deliverable = the fake homeserver stored the event while Lisa's /sync was parked; arrival = the reply PUT reached the fake, before its body was read"}
+	before, err := fakes.counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	meter, err := startCPUMeter(ctx, fakes, o.latencyProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer meter.stopProfile()
+	segs := make([][]time.Duration, len(segmentNames))
+	for i := o.warmup; i < o.warmup+o.invocations; i++ {
+		res, err := latencyStep(ctx, fakes, lisa, rooms[i%len(rooms)], i)
+		if err != nil {
+			return nil, err
 		}
-		if i >= o.warmup {
-			rep.samples = append(rep.samples, arrived.Sub(at))
-			pts, rounds := trace.take(room)
-			if parts, ok := segments(at, pts, rounds); ok {
-				for k, d := range parts {
-					segs[k] = append(segs[k], d)
-				}
-				rep.lisaSamples = append(rep.lisaSamples, arrived.Sub(at)-parts[llmSegment])
+		rep.samples = append(rep.samples, res.latency())
+		if len(res.Segments) == len(segmentNames) {
+			for k, d := range res.Segments {
+				segs[k] = append(segs[k], time.Duration(d))
 			}
-		}
-		// Let Lisa take her own reply through /sync before the next one.
-		evs := hs.Events(room)
-		if err := lisa.awaitSynced(wctx, room, evs[len(evs)-1].ID); err != nil {
-			cancel()
-			return nil, fmt.Errorf("Lisa did not sync her reply: %w", err)
-		}
-		cancel()
-	}
-	for k, name := range segmentNames {
-		rep.Segments = append(rep.Segments, segmentStats{Name: name, P50Ms: pct(segs[k], 50), P99Ms: pct(segs[k], 99)})
-	}
-	after := hs.Counts()
-	rep.CallsPerInvocation = map[string]float64{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 && o.invocations > 0 {
-			rep.CallsPerInvocation[k] = float64(d) / float64(o.invocations)
+			rep.lisaSamples = append(rep.lisaSamples, res.latency()-time.Duration(res.Segments[llmSegment]))
 		}
 	}
+	if rep.CPU, err = meter.stop(ctx, o.invocations); err != nil {
+		return nil, err
+	}
+	after, err := fakes.counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.summarize(segs, before, after, o.invocations)
 	return rep, nil
+}
+
+// startLatencyFakes starts the latency phase's fakes with n rooms, in a
+// child process unless inProcess.
+func startLatencyFakes(ctx context.Context, n int, inProcess bool) (latencyFakes, error) {
+	if inProcess {
+		return startLocalFakes(n, "lat")
+	}
+	return startFakesProcess(ctx, n, "lat")
+}
+
+// latencyStep runs invocation i in room and waits until Lisa's cursor has
+// taken her reply, so that invocations do not overlap.
+func latencyStep(ctx context.Context, fakes latencyFakes, lisa *benchLisa, room string, i int) (invokeResult, error) {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	res, err := fakes.invoke(wctx, room, i)
+	if err != nil {
+		return res, fmt.Errorf("invocation %d: %w", i, err)
+	}
+	if err := lisa.awaitSynced(wctx, room, res.ReplyID); err != nil {
+		return res, fmt.Errorf("Lisa did not sync her reply: %w", err)
+	}
+	return res, nil
+}
+
+// summarize fills in the segments' percentiles and the homeserver calls
+// per invocation, from the fake's counts before and after n invocations.
+func (l *latencyReport) summarize(segs [][]time.Duration, before, after map[string]int, n int) {
+	for k, name := range segmentNames {
+		l.Segments = append(l.Segments, segmentStats{Name: name, P50Ms: pct(segs[k], 50), P99Ms: pct(segs[k], 99)})
+	}
+	l.CallsPerInvocation = map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 && n > 0 {
+			l.CallsPerInvocation[k] = float64(d) / float64(n)
+		}
+	}
 }
 
 // benchThroughput posts perRoom mentions in each of o.rooms rooms at once

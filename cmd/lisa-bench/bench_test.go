@@ -13,6 +13,15 @@ import (
 	"github.com/lisabot/lisa/actors/room"
 )
 
+// TestMain lets the test binary be the bench's fakes child process, as
+// the bench binary is (see runFakesChild).
+func TestMain(m *testing.M) {
+	if spec, ok := os.LookupEnv(fakesEnv); ok {
+		os.Exit(runFakesChild(spec, os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
 // TestBenchReportIsWellFormed runs the bench command with tiny sizes and
 // checks the report's shape, never its timings.
 func TestBenchReportIsWellFormed(t *testing.T) {
@@ -26,7 +35,8 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
-	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5)",
+	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5, fakes in their own process)", "store floor", "÷ store floor",
+		"Lisa's CPU per invocation", "top 10 flat", "top 10 cumulative",
 		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19)", "start-up, worst shape", "after a crash"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
@@ -47,11 +57,26 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		Floor struct {
 			FloorMs      float64 `json:"floor_ms"`
 			BadgerP50Ms  float64 `json:"badger_write_p50_ms"`
+			BadgerP99Ms  float64 `json:"badger_write_p99_ms"`
 			StoreFloorMs float64 `json:"store_floor_ms"`
+			Writes       int     `json:"durable_writes_on_path"`
 		}
 		Fake *struct {
-			N     int
-			P50Ms float64 `json:"p50_ms"`
+			N             int
+			P50Ms         float64 `json:"p50_ms"`
+			StoreP50Ratio float64 `json:"p50_store_floor_ratio"`
+			StoreP99Ratio float64 `json:"p99_store_floor_ratio"`
+			Isolated      bool    `json:"fakes_in_own_process"`
+			Segments      []struct{ Name string }
+			CPU           *struct {
+				Lisa    float64 `json:"lisa_us_per_invocation"`
+				Fakes   float64 `json:"fakes_us_per_invocation"`
+				Profile struct {
+					Samples int
+					Flat    []funcShare `json:"top_flat"`
+					Cum     []funcShare `json:"top_cumulative"`
+				}
+			}
 		} `json:"latency_fake_homeserver"`
 		Dendrite   *json.RawMessage `json:"latency_dendrite"`
 		Throughput *struct{ Invocations int }
@@ -75,10 +100,16 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 	switch {
 	case rep.Machine.Go == "" || rep.Machine.Commit == "" || rep.Machine.Cores < 1:
 		t.Errorf("machine = %+v", rep.Machine)
-	case rep.Floor.FloorMs <= 0 || rep.Floor.BadgerP50Ms <= 0 || rep.Floor.StoreFloorMs <= 0:
+	case rep.Floor.FloorMs <= 0 || rep.Floor.BadgerP50Ms <= 0 || rep.Floor.BadgerP99Ms < rep.Floor.BadgerP50Ms || rep.Floor.StoreFloorMs <= 0 || rep.Floor.Writes != durableWritesOnPath:
 		t.Errorf("floor = %+v", rep.Floor)
-	case rep.Fake == nil || rep.Fake.N != 5 || rep.Fake.P50Ms <= 0:
+	case rep.Fake == nil || rep.Fake.N != 5 || rep.Fake.P50Ms <= 0 || !rep.Fake.Isolated:
 		t.Errorf("fake latency = %+v", rep.Fake)
+	case rep.Fake.StoreP50Ratio <= 0 || rep.Fake.StoreP99Ratio < rep.Fake.StoreP50Ratio || len(rep.Fake.Segments) != len(segmentNames):
+		t.Errorf("fake latency ratios and segments = %+v", rep.Fake)
+	case rep.Fake.CPU == nil || rep.Fake.CPU.Lisa <= 0 || rep.Fake.CPU.Fakes <= 0:
+		t.Errorf("CPU per invocation = %+v", rep.Fake.CPU)
+	case len(rep.Fake.CPU.Profile.Flat) > 10 || len(rep.Fake.CPU.Profile.Cum) > 10 || len(rep.Fake.CPU.Profile.Cum) < len(rep.Fake.CPU.Profile.Flat):
+		t.Errorf("CPU profile top = %+v", rep.Fake.CPU.Profile)
 	case rep.Dendrite != nil:
 		t.Error("Dendrite latency reported though disabled")
 	case rep.Throughput == nil || rep.Throughput.Invocations != 8:
@@ -87,7 +118,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Errorf("scale = %+v", rep.Scale)
 	case len(rep.Scale.Startup) != 2 || rep.Scale.Startup[0].EventsPerRoom != 20 || rep.Scale.Startup[1].EventsPerRoom != 49:
 		t.Errorf("start-up shapes = %+v", rep.Scale.Startup)
-	case len(rep.Targets) != 8:
+	case len(rep.Targets) != 9:
 		t.Errorf("targets = %+v", rep.Targets)
 	}
 	for _, sr := range rep.Scale.Startup {
