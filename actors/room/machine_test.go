@@ -336,20 +336,26 @@ func TestMachineGolden(t *testing.T) {
 				d = newDriverWith(p)
 			}
 			run(t, d)
-			// The journal alone reproduces the live state, and so does a
-			// snapshot of it.
-			d.crash(t)
-			snap := FromSnapshot(d.m.Snapshot())
-			if got, want := Digest(&snap), Digest(&d.m.State); got != want {
-				t.Fatalf("snapshot round trip differs:\n got %s\nwant %s", got, want)
-			}
-			fmt.Fprintf(&d.out, "-- final state\n%s", Digest(&d.m.State))
-			if strings.Contains(d.out.String(), "secret body") {
-				t.Fatal("transcript contains a message body")
-			}
-			golden.Check(t, filepath.Join("testdata", name+".golden"), d.out.String())
+			d.checkGolden(t, name)
 		})
 	}
+}
+
+// checkGolden ends a golden scenario: the journal alone reproduces the
+// live state, and so does a snapshot of it; the transcript, with the final
+// state and no message body, matches testdata/name.golden.
+func (d *driver) checkGolden(t *testing.T, name string) {
+	t.Helper()
+	d.crash(t)
+	snap := FromSnapshot(d.m.Snapshot())
+	if got, want := Digest(&snap), Digest(&d.m.State); got != want {
+		t.Fatalf("snapshot round trip differs:\n got %s\nwant %s", got, want)
+	}
+	fmt.Fprintf(&d.out, "-- final state\n%s", Digest(&d.m.State))
+	if strings.Contains(d.out.String(), "secret body") {
+		t.Fatal("transcript contains a message body")
+	}
+	golden.Check(t, filepath.Join("testdata", name+".golden"), d.out.String())
 }
 
 func TestRecentIsBounded(t *testing.T) {

@@ -1,15 +1,12 @@
 package room
 
 import (
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
-	"github.com/lisabot/lisa/testkit/golden"
 )
 
 // editOf is the inbox form of an edit of orig by sender.
@@ -121,16 +118,7 @@ func TestRelationsGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := newDriverWith(relationsPolicy())
 			run(t, d)
-			d.crash(t)
-			snap := FromSnapshot(d.m.Snapshot())
-			if got, want := Digest(&snap), Digest(&d.m.State); got != want {
-				t.Fatalf("snapshot round trip differs:\n got %s\nwant %s", got, want)
-			}
-			fmt.Fprintf(&d.out, "-- final state\n%s", Digest(&d.m.State))
-			if strings.Contains(d.out.String(), "secret body") {
-				t.Fatal("transcript contains a message body")
-			}
-			golden.Check(t, filepath.Join("testdata", name+".golden"), d.out.String())
+			d.checkGolden(t, name)
 		})
 	}
 }
