@@ -265,7 +265,7 @@ func (d *Daemon) treeConfig(cfg config.Config, deps Deps, provider *persistence.
 		Invocations: d.invocations,
 		Rooms:       cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
 		Policy:   roomPolicy(cfg),
-		Provider: provider, Inbox: d.store, BotEvents: d.store, Sender: sender,
+		Provider: provider, Inbox: d.store, BotEvents: d.store, Sender: sender, Durable: d.store,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
 		ToolWorkers:  toolWorkers,
 		SendTimeout:  sendTimeout,

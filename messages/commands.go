@@ -9,6 +9,11 @@ import "github.com/lisabot/lisa/messages/roompb"
 // forwards it to the room's actor.
 type Nudge struct {
 	Room RoomID
+	// Entries, if set, are the entries the commit that sent the nudge
+	// added to the room's inbox (InboxSeq assigned), so the room need not
+	// read them back from the store. Nil: read the inbox. Shared, never
+	// modified.
+	Entries []*roompb.Candidate
 }
 
 // AcquireSlot asks the rooms supervisor for one of the max_concurrent_rooms

@@ -23,8 +23,12 @@ type BadgerOptions struct {
 	Logger *slog.Logger
 }
 
-// Badger is the production Store: one embedded Badger database with
-// synchronous writes, so an acknowledged write survives a process kill.
+// Badger is the production Store: one embedded Badger database. Every
+// acknowledged write survives a process kill. Writes that must survive a
+// power failure before their caller goes on (the sync ledger, snapshots,
+// the clean-stop mark) wait for a sync of the log; journal events and bot
+// events do not, and are made durable by the next sync, which starts at
+// once, or by [Badger.Sync] (see groupCommit).
 type Badger struct {
 	db     *badger.DB
 	dec    decoder
@@ -43,7 +47,9 @@ const emptyValueLog = "Create a new file"
 // OpenBadger opens (creating if needed) the database in dir.
 func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
+		// Synced by groupCommit, once for many commits, and never while a
+		// commit waits (see groupCommit).
+		WithSyncWrites(false).
 		WithLogger(badgerLogger{o.Logger}).
 		// A chat bot's state is small: modest memory instead of Badger's
 		// server-sized defaults.
@@ -102,6 +108,27 @@ func (s *Badger) update(fn func(txn *badger.Txn) error) error {
 	return s.writes.update(fn)
 }
 
+// updateLazy runs fn in a read-write transaction and returns once it is
+// committed, before it is synced (see groupCommit).
+func (s *Badger) updateLazy(fn func(txn *badger.Txn) error) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.writes.updateLazy(fn)
+}
+
+// Sync implements Store: it returns once every write acknowledged before
+// the call is synced to disk.
+func (s *Badger) Sync() error { return s.Barrier()() }
+
+// Barrier implements Store.
+func (s *Badger) Barrier() func() error {
+	if s.closed.Load() {
+		return func() error { return ErrClosed }
+	}
+	return s.writes.barrier()
+}
+
 func (s *Badger) view(fn func(txn *badger.Txn) error) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -117,7 +144,7 @@ func (s *Badger) AppendEvent(name string, index uint64, ev proto.Message) error 
 	}
 	k := indexedKey('j', name, index)
 	room, eventID, takes := TakenFromInbox(ev)
-	return s.update(func(txn *badger.Txn) error {
+	return s.updateLazy(func(txn *badger.Txn) error {
 		if _, err := txn.Get(k); err == nil {
 			return fmt.Errorf("%w: %s index %d", ErrConflict, messages.ActorLogID(name), index)
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
@@ -428,7 +455,7 @@ func (s *Badger) TakeCleanStop() (bool, error) {
 
 // RecordBotEvent implements BotEvents.
 func (s *Badger) RecordBotEvent(room, eventID, inReplyTo string) error {
-	return s.update(func(txn *badger.Txn) error {
+	return s.updateLazy(func(txn *badger.Txn) error {
 		return txn.Set(key('b', room, eventID), []byte(inReplyTo))
 	})
 }

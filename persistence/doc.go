@@ -2,8 +2,13 @@
 // (event sourcing for the room actors), the sync ledger with its per-room
 // inboxes, and the ledger of Lisa's own Matrix events.
 //
-// Two stores implement the same interfaces: Badger (one embedded database,
-// synchronous writes) for production and Memory for tests. The conformance
+// Two stores implement the same interfaces: Badger (one embedded database)
+// for production and Memory for tests. Badger acknowledges a write once it
+// is committed (it then survives a kill of the process) and syncs the log
+// apart from commits: the sync ledger and snapshots wait for their sync,
+// journal and bot events do not, and Store.Barrier lets a caller wait for
+// everything acknowledged up to a point before acting outside the store
+// (see groupCommit and docs/architecture.md). The conformance
 // suite in persistencetest runs against both. Provider adapts a Journal to
 // protoactor's persistence plugin.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
@@ -65,14 +66,14 @@ func TestGroupCommitIsolatesAFailingWrite(t *testing.T) {
 		}, done: make(chan error, 1)},
 		{fn: set("b", "2"), done: make(chan error, 1)},
 	}
-	g.commit(ops)
-	if err := <-ops[0].done; err != nil {
+	errs := g.commit(ops)
+	if err := errs[0]; err != nil {
 		t.Errorf("first write: %v", err)
 	}
-	if err := <-ops[1].done; !errors.Is(err, boom) {
+	if err := errs[1]; !errors.Is(err, boom) {
 		t.Errorf("failing write got %v, want its own error", err)
 	}
-	if err := <-ops[2].done; err != nil {
+	if err := errs[2]; err != nil {
 		t.Errorf("third write: %v", err)
 	}
 	if v, ok := get(t, db, "a"); !ok || v != "1" {
@@ -104,9 +105,8 @@ func TestGroupCommitRunsAGroupSerially(t *testing.T) {
 	for range 10 {
 		ops = append(ops, &writeOp{fn: incr, done: make(chan error, 1)})
 	}
-	g.commit(ops)
-	for _, op := range ops {
-		if err := <-op.done; err != nil {
+	for _, err := range g.commit(ops) {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,5 +161,236 @@ func TestConcurrentAppendsAreAllDurable(t *testing.T) {
 		if n != events {
 			t.Errorf("room %d has %d events, want %d", r, n, events)
 		}
+	}
+}
+
+// heldSync is a sync function that counts its calls and, while held,
+// waits for release.
+type heldSync struct {
+	mu      sync.Mutex
+	calls   int
+	gate    chan struct{} // non-nil: syncs wait for it
+	entered chan struct{} // signalled when a sync starts
+	fail    error
+}
+
+func newHeldSync() *heldSync { return &heldSync{entered: make(chan struct{}, 64)} }
+
+func (h *heldSync) sync() error {
+	h.mu.Lock()
+	h.calls++
+	gate, fail := h.gate, h.fail
+	h.mu.Unlock()
+	h.entered <- struct{}{}
+	if gate != nil {
+		<-gate
+	}
+	return fail
+}
+
+func (h *heldSync) hold() chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gate = make(chan struct{})
+	return h.gate
+}
+
+func (h *heldSync) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls
+}
+
+// result runs f in a goroutine and returns its error channel.
+func result(f func() error) chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// pending fails the test if ch already holds a result (f returned early).
+// It is checked right after a sync was seen to start and is still held,
+// so a result here can only come from not waiting for it.
+func pending(t *testing.T, what string, ch chan error) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Fatalf("%s returned (%v) while the sync it needs is held", what, err)
+	default:
+	}
+}
+
+func await(t *testing.T, what string, ch chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return", what)
+		return nil
+	}
+}
+
+// A lazy write returns once committed, before the sync that follows it;
+// a durable write and a barrier taken after the lazy write return only
+// once that sync is done.
+func TestLazyWritesReturnBeforeTheirSync(t *testing.T) {
+	db := openTestDB(t)
+	hs := newHeldSync()
+	g := startGroupCommit(db, hs.sync)
+	defer g.stop()
+	gate := hs.hold()
+	if err := g.updateLazy(set("lazy", "1")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := get(t, db, "lazy"); !ok || v != "1" {
+		t.Fatal("a returned lazy write is not visible")
+	}
+	<-hs.entered // the sync after the lazy commit started, and is held
+	wait := g.barrier()
+	barrier := result(wait)
+	durable := result(func() error { return g.update(set("durable", "1")) })
+	// The durable write commits while the first sync is held; it needs a
+	// second sync, which starts only after the first.
+	pending(t, "barrier", barrier)
+	pending(t, "durable write", durable)
+	close(gate)
+	if err := await(t, "barrier", barrier); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, "durable write", durable); err != nil {
+		t.Fatal(err)
+	}
+	if n := hs.count(); n < 2 {
+		t.Fatalf("%d syncs, want the lazy write's and the durable write's", n)
+	}
+}
+
+// A barrier of writes already synced costs no sync, and a barrier marks
+// the writes acknowledged before it, not those after.
+func TestBarrierWaitsOnlyForEarlierWrites(t *testing.T) {
+	db := openTestDB(t)
+	hs := newHeldSync()
+	g := startGroupCommit(db, hs.sync)
+	defer g.stop()
+	if err := g.update(set("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	before := hs.count()
+	if err := g.barrier()(); err != nil {
+		t.Fatal(err)
+	}
+	if hs.count() != before {
+		t.Fatal("a barrier over synced writes synced again")
+	}
+	wait := g.barrier() // marks "a" only
+	gate := hs.hold()
+	defer close(gate) // before the stop
+	if err := g.updateLazy(set("b", "1")); err != nil {
+		t.Fatal(err)
+	}
+	<-hs.entered // b's sync is held
+	if err := await(t, "barrier", result(wait)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failed sync fails the durable writes and barriers it would have
+// covered; the next sync that succeeds covers them.
+func TestFailedSyncFailsItsWaiters(t *testing.T) {
+	db := openTestDB(t)
+	hs := newHeldSync()
+	g := startGroupCommit(db, hs.sync)
+	defer g.stop()
+	boom := errors.New("disk gone")
+	hs.mu.Lock()
+	hs.fail = boom
+	hs.mu.Unlock()
+	if err := g.update(set("a", "1")); !errors.Is(err, boom) {
+		t.Fatalf("durable write over a failed sync: %v, want the sync's error", err)
+	}
+	if err := g.barrier()(); !errors.Is(err, boom) {
+		t.Fatalf("barrier over a failed sync: %v", err)
+	}
+	hs.mu.Lock()
+	hs.fail = nil
+	hs.mu.Unlock()
+	if err := g.barrier()(); err != nil {
+		t.Fatalf("barrier after the disk came back: %v", err)
+	}
+}
+
+// Stopping syncs lazy writes that no sync covered yet, and a barrier
+// after the stop reports them synced.
+func TestStopSyncsLazyWrites(t *testing.T) {
+	db := openTestDB(t)
+	hs := newHeldSync()
+	g := startGroupCommit(db, hs.sync)
+	gate := hs.hold()
+	if err := g.updateLazy(set("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	<-hs.entered
+	wait := g.barrier()
+	stopped := result(func() error { g.stop(); return nil })
+	pending(t, "stop", stopped)
+	close(gate)
+	if err := await(t, "stop", stopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("barrier after stop: %v", err)
+	}
+	if err := g.updateLazy(set("b", "1")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after stop: %v", err)
+	}
+}
+
+// Every durable write returns, mixed with lazy writes, with nothing else
+// asking for syncs. (An early version asked for the sync before counting
+// the commit: a syncer that woke in between synced too little and the
+// write waited for a sync nobody asked for. That interleaving is rare;
+// the bench found it, this loop only sometimes.)
+func TestEveryDurableWriteReturns(t *testing.T) {
+	db := openTestDB(t)
+	g := startGroupCommit(db, func() error { return nil })
+	defer g.stop()
+	for i := range 2000 {
+		k := fmt.Sprintf("k%d", i%10)
+		if err := await(t, "durable write "+k, result(func() error { return g.update(set(k, "v")) })); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := g.updateLazy(set(k, "w")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Taking a barrier starts the sync of the writes it marks at once, and a
+// lazy write alone is synced after lazyDelay.
+func TestBarrierStartsItsSync(t *testing.T) {
+	db := openTestDB(t)
+	hs := newHeldSync()
+	g := startGroupCommit(db, hs.sync)
+	defer g.stop()
+	g.lazyDelay = time.Hour
+	if err := g.updateLazy(set("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hs.entered:
+		t.Fatal("a lazy write was synced at once")
+	case <-time.After(50 * time.Millisecond):
+	}
+	wait := g.barrier()
+	select {
+	case <-hs.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("taking a barrier started no sync")
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -50,6 +50,12 @@ func (m *Memory) lock() error {
 	return nil
 }
 
+// Sync implements Store; memory has nothing to sync.
+func (m *Memory) Sync() error { return nil }
+
+// Barrier implements Store; memory has nothing to sync.
+func (m *Memory) Barrier() func() error { return func() error { return nil } }
+
 // Close implements Store.
 func (m *Memory) Close() error {
 	m.mu.Lock()

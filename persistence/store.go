@@ -102,6 +102,20 @@ type Store interface {
 	Journal
 	Ledger
 	BotEvents
+	// Sync returns once every write acknowledged before the call is on
+	// disk, safe from a power failure. Every acknowledged write survives a
+	// kill of the process, and writes are durable in the order they were
+	// acknowledged. The sync ledger (CommitSync, RemoveInbox) and snapshots
+	// are durable when acknowledged; journal events and bot events may
+	// wait for the next Sync, so a caller about to do something outside
+	// the store that the journal must know of (send a reply) calls Sync
+	// first.
+	Sync() error
+	// Barrier returns a function that returns once every write
+	// acknowledged before Barrier was called is on disk: a caller marks
+	// the point now and waits later, off its own path, without waiting
+	// for writes made in between.
+	Barrier() func() error
 	// Close releases the store. It is safe to call more than once.
 	Close() error
 }

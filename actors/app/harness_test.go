@@ -129,7 +129,11 @@ type harness struct {
 	sys    *app.System
 	sender *fakeSender
 	// send, when set, replaces sender as the room's homeserver.
-	send   room.Sender
+	send room.Sender
+	// durable, when set, is the rooms' room.Durable.
+	durable room.Durable
+	// inbox, when set, wraps the store as the rooms' room.Inbox.
+	inbox  func(room.Inbox) room.Inbox
 	settle time.Duration
 	// lateStore and recheck are the rooms' Policy.LateStoreWindow and
 	// RecheckEvery; link, when set, is the /sync source.
@@ -169,7 +173,7 @@ func (h *harness) start() {
 			SettleDelay: h.settle, LateStoreWindow: h.lateStore, RecheckEvery: h.recheck,
 			ErrorReply: func(*roompb.Candidate) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
-		Provider: provider, Inbox: store, BotEvents: store, Sender: h.roomSender(),
+		Provider: provider, Inbox: h.roomInbox(store), BotEvents: store, Sender: h.roomSender(), Durable: h.durable,
 		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
@@ -184,6 +188,13 @@ func (h *harness) start() {
 	for _, id := range h.rooms {
 		h.waitFor("room "+id+" live", func() bool { _, err := h.statusErr(id); return err == nil })
 	}
+}
+
+func (h *harness) roomInbox(store *persistence.Badger) room.Inbox {
+	if h.inbox != nil {
+		return h.inbox(store)
+	}
+	return store
 }
 
 func (h *harness) roomSender() room.Sender {
@@ -231,8 +242,17 @@ func (h *harness) status(id string) *messages.RoomStatus {
 	return st
 }
 
-// enqueue commits candidates the way the sync actor does and nudges.
+// enqueue commits candidates the way the sync actor does and nudges
+// without the entries (the room reads its inbox).
 func (h *harness) enqueue(roomID string, events ...string) {
+	h.t.Helper()
+	h.commit(roomID, events...)
+	h.sys.Root.Send(h.sys.RoomsPID(), &messages.Nudge{Room: messages.RoomID(roomID)})
+}
+
+// commit commits candidates the way the sync actor does and returns the
+// entries it added.
+func (h *harness) commit(roomID string, events ...string) []*roompb.Candidate {
 	h.t.Helper()
 	var cs []*roompb.Candidate
 	for _, e := range events {
@@ -243,10 +263,11 @@ func (h *harness) enqueue(roomID string, events ...string) {
 		h.t.Fatal(err)
 	}
 	cur.NextBatch += "+"
-	if _, err := h.store.CommitSync(cur, cs); err != nil {
+	accepted, err := h.store.CommitSync(cur, cs)
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.sys.Root.Send(h.sys.RoomsPID(), &messages.Nudge{Room: messages.RoomID(roomID)})
+	return accepted
 }
 
 // waitFor awaits cond with a deadline; it checks often and gives up

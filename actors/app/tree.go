@@ -39,8 +39,11 @@ type TreeConfig struct {
 	Provider  actorpersist.Provider
 	Inbox     room.Inbox
 	BotEvents room.BotEvents
-	Sender    room.Sender
-	Invoker   invocation.Invoker
+	// Durable, if set, makes the rooms' journals durable before each send
+	// (see room.Durable).
+	Durable room.Durable
+	Sender  room.Sender
+	Invoker invocation.Invoker
 	// InvocationTimeout bounds one attempt.
 	InvocationTimeout time.Duration
 	// RoomObserver, if set, receives room outcomes and phases (metrics).
@@ -89,6 +92,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		Inbox:     cfg.Inbox,
 		BotEvents: cfg.BotEvents,
 		Sender:    cfg.Sender,
+		Durable:   cfg.Durable,
 		NewInvocation: func(c *roompb.Candidate, attempt uint32, deadline time.Time) *actor.Props {
 			return invocation.Props(invCfg, c, attempt, deadline)
 		},

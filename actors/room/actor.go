@@ -50,6 +50,18 @@ type Sender interface {
 	Redact(ctx context.Context, room, eventID, txnID string) error
 }
 
+// Durable makes the journal safe from power loss. The journal's
+// Provider may acknowledge an event before it is synced to disk (every
+// acknowledged event survives a process kill, in order). Barrier marks
+// the journal as it is now; the function it returns waits until
+// everything up to the mark is synced. The room marks when it decides on
+// something it does outside the journal that the journal must know of
+// after a power failure (a reply, a reaction, a redaction) and waits
+// before doing it.
+type Durable interface {
+	Barrier() func() error
+}
+
 // Clock supplies time to the room.
 type Clock interface {
 	Now() time.Time
@@ -75,6 +87,9 @@ type Config struct {
 	Inbox     Inbox
 	BotEvents BotEvents
 	Sender    Sender
+	// Durable, if set, is synced before each send (see Durable); nil
+	// means the Provider syncs every event before acknowledging it.
+	Durable Durable
 	// NewInvocation returns the props of the invocation child for one
 	// attempt. The child must report a messages.InvocationResult to its
 	// parent.
@@ -134,6 +149,10 @@ type roomActor struct {
 	timerSeq  uint64
 	// busy is what the room last told its parent with rooms.RoomBusy.
 	busy bool
+	// unread: entries came with nudges since the room last read its
+	// inbox; it reads it once its queue is empty, for any entry a lost
+	// nudge left behind.
+	unread bool
 }
 
 // Messages the actor sends itself; gen ties them to one incarnation.
@@ -173,7 +192,15 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		r.cfg.Logger.Debug("room recovered", "room", messages.RoomID(r.room), "queue", len(r.m.Queue), "next_index", r.m.NextIndex)
 		r.step(ctx, Recovered{})
 	case *messages.Nudge:
-		if r.live {
+		switch {
+		case !r.live:
+			// The inbox is read when the replay completes.
+		case len(m.Entries) > 0:
+			// The new entries, as committed: no read on the mention's
+			// path.
+			r.unread = true
+			r.step(ctx, InboxLoaded{Candidates: m.Entries})
+		default:
 			r.perform(ctx, LoadInbox{})
 		}
 	case *inboxLoaded:
@@ -264,6 +291,12 @@ func (r *roomActor) step(ctx actor.Context, in Input) {
 // replays what was really written.
 func (r *roomActor) record(ev proto.Message, now time.Time) {
 	r.PersistReceive(ev)
+	if _, ok := ev.(*roompb.InvocationStarted); ok && r.cfg.Durable != nil {
+		// The reply will wait for the journal to be synced up to here:
+		// start that sync now, while the attempt works, not when the
+		// answer is ready.
+		r.cfg.Durable.Barrier()
+	}
 	r.observe(ev, now)
 	r.logTransition(ev)
 	if err := r.m.Apply(ev); err != nil {
@@ -278,6 +311,10 @@ func (r *roomActor) reportBusy(ctx actor.Context) {
 	if busy := r.m.Busy(); busy != r.busy {
 		r.busy = busy
 		ctx.Request(ctx.Parent(), &rooms.RoomBusy{Busy: busy})
+	}
+	if r.unread && !r.busy && len(r.m.Queue) == 0 {
+		r.unread = false
+		r.loadInbox(ctx)
 	}
 }
 
@@ -335,6 +372,7 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 // machine as a message. Local disk reads are as fast as the journal write
 // the plugin already does synchronously; network IO never runs here.
 func (r *roomActor) loadInbox(ctx actor.Context) {
+	r.unread = false
 	cands, err := r.cfg.Inbox.Inbox(r.room)
 	if err != nil {
 		panic(fmt.Errorf("room: read inbox: %w", err))
@@ -350,11 +388,16 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 	room, cfg := r.room, r.cfg
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
 	end := cfg.Flights.begin(room)
+	synced := cfg.barrier()
 	go func() {
 		start := time.Now()
-		sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
-		id, err := cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
-		cancel()
+		var id string
+		err := synced()
+		if err == nil {
+			sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
+			id, err = cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
+			cancel()
+		}
 		done := SendDone{EventID: e.EventID, ReplyEventID: id}
 		if err != nil {
 			le := asError(err)
@@ -370,6 +413,22 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 		}
 		sys.Root.Send(self, &effectDone{gen: gen, in: done})
 	}()
+}
+
+// barrier marks the journal as it is now; the function it returns makes
+// every event up to the mark durable (see Durable). Its failure is a
+// storage error: nothing was sent, so the room may try again.
+func (c Config) barrier() func() error {
+	if c.Durable == nil {
+		return func() error { return nil }
+	}
+	wait := c.Durable.Barrier()
+	return func() error {
+		if err := wait(); err != nil {
+			return &messages.Error{Code: messages.CodeStorage, Message: "journal not synced before sending", Err: err}
+		}
+		return nil
+	}
 }
 
 // reconcile looks the head's reply up on the homeserver in a goroutine,
@@ -408,10 +467,15 @@ func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
 func (r *roomActor) react(ctx actor.Context, e SendReaction) {
 	room, cfg := r.room, r.cfg
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	synced := cfg.barrier()
 	go func() {
-		sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
-		id, err := cfg.Sender.React(sendCtx, room, e.EventID, e.Key, e.TxnID)
-		cancel()
+		var id string
+		err := synced()
+		if err == nil {
+			sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
+			id, err = cfg.Sender.React(sendCtx, room, e.EventID, e.Key, e.TxnID)
+			cancel()
+		}
 		done := ReactionDone{EventID: e.EventID, ReactionEventID: id}
 		if err != nil {
 			done.Err = asError(err)
@@ -426,10 +490,14 @@ func (r *roomActor) react(ctx actor.Context, e SendReaction) {
 func (r *roomActor) redact(ctx actor.Context, e Redact) {
 	room, cfg := r.room, r.cfg
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	synced := cfg.barrier()
 	go func() {
-		sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
-		err := cfg.Sender.Redact(sendCtx, room, e.EventID, e.TxnID)
-		cancel()
+		err := synced()
+		if err == nil {
+			sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
+			err = cfg.Sender.Redact(sendCtx, room, e.EventID, e.TxnID)
+			cancel()
+		}
 		done := RedactDone{EventID: e.EventID}
 		if err != nil {
 			le := asError(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -194,13 +195,22 @@ func (s *syncActor) commit(ctx actor.Context, b *messages.SyncBatch) {
 	if s.cfg.Hooks != nil && s.cfg.Hooks.AfterCommit != nil {
 		s.cfg.Hooks.AfterCommit(accepted)
 	}
-	nudged := map[string]bool{}
+	// One nudge per room, carrying the room's new entries in commit order.
+	var nudges []*messages.Nudge
+	for _, c := range accepted {
+		room := messages.RoomID(c.GetRoomId())
+		i := slices.IndexFunc(nudges, func(n *messages.Nudge) bool { return n.Room == room })
+		if i < 0 {
+			i = len(nudges)
+			nudges = append(nudges, &messages.Nudge{Room: room})
+		}
+		nudges[i].Entries = append(nudges[i].Entries, c)
+	}
+	for _, n := range nudges {
+		ctx.Send(s.cfg.Rooms, n)
+	}
 	for _, c := range accepted {
 		s.cfg.Logger.Info("invocation accepted", "room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()), "trigger", c.GetTrigger())
-		if !nudged[c.GetRoomId()] {
-			nudged[c.GetRoomId()] = true
-			ctx.Send(s.cfg.Rooms, &messages.Nudge{Room: messages.RoomID(c.GetRoomId())})
-		}
 	}
 }
 

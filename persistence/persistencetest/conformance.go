@@ -45,6 +45,7 @@ func Run(t *testing.T, f Factory) {
 		{"CommitSyncAtomic", commitSyncAtomic},
 		{"CommitSyncDoesNotAlias", commitSyncDoesNotAlias},
 		{"BotEvents", botEvents},
+		{"BarrierCoversEarlierWrites", barrierCoversEarlierWrites},
 		{"ProviderSnapshotCompaction", providerSnapshotCompaction},
 		{"ProviderPanicsOnGap", providerPanicsOnGap},
 	}
@@ -559,5 +560,26 @@ func survivesReopen(t *testing.T, f Factory) {
 	acc, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s10"}, []*roompb.Candidate{cand("!a:hs", "$2")})
 	if err != nil || len(acc) != 1 || acc[0].GetInboxSeq() <= inbox[0].GetInboxSeq() {
 		t.Fatalf("seq after reopen: %v %v", acc, err)
+	}
+}
+
+// barrierCoversEarlierWrites: a barrier taken after writes, and Sync,
+// return without error once the writes are on disk; the writes stay
+// readable.
+func barrierCoversEarlierWrites(t *testing.T, s persistence.Store) {
+	mustAppend(t, s, "rooms/!a:hs", 0, 1)
+	if err := s.RecordBotEvent("!a:hs", "$bot", "$1"); err != nil {
+		t.Fatal(err)
+	}
+	wait := s.Barrier()
+	mustAppend(t, s, "rooms/!a:hs", 2)
+	if err := wait(); err != nil {
+		t.Fatalf("barrier: %v", err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got := readAll(t, s, "rooms/!a:hs", 0); !slices.Equal(got, []string{"e0", "e1", "e2"}) {
+		t.Fatalf("events = %v", got)
 	}
 }
