@@ -51,13 +51,16 @@ func htmlToText(src string) string {
 	if len(src) > maxHTMLBytes {
 		return ""
 	}
-	src, sentinels, ok := prepareHTML(event.TrimReplyFallbackHTML(src))
+	src, sentinels, check, ok := prepareHTML(event.TrimReplyFallbackHTML(src))
 	if !ok {
 		return ""
 	}
 	doc, err := html.Parse(strings.NewReader(src))
 	if err != nil || !unwrapSentinels(doc, sentinels) {
 		return ""
+	}
+	if check && treeDepth(findBody(doc), maxHTMLDepth) > maxHTMLDepth {
+		return "" // what a full stack of sentinels would have refused
 	}
 	sanitize(doc)
 	if body := findBody(doc); body == nil || !checkMarkdown(body) {

@@ -266,6 +266,8 @@ func TestHTMLToTextBounds(t *testing.T) {
 		{"depth within", manyTags + r("<div>", maxHTMLDepth) + "x", true},
 		{"depth beyond", manyTags + r("<div>", maxHTMLDepth+1) + "x", false},
 		{"depth within, few tags", r("<div>", 6) + "x", true},
+		{"depth within, checked on the tree", r("<div>", maxHTMLDepth-2) + "x", true},
+		{"depth beyond, checked on the tree", r("<div>", maxHTMLDepth+1) + "x", false},
 		{"tables within", r("<table><tr><td>x</td></tr></table>", maxStackWalks/2), true},
 		{"tables beyond", r("<table><tr><td>x</td></tr></table>", maxStackWalks/2+1), false},
 		{"rendered beyond", r("&", maxRenderedBytes/5+1), false},
@@ -279,6 +281,34 @@ func TestHTMLToTextBounds(t *testing.T) {
 				t.Errorf("converted %v (%d bytes), want %v", converts, len(got), tc.converts)
 			}
 		})
+	}
+}
+
+// TestShallowMessagesSkipTheSentinelStack: a message whose estimated
+// depth is small parses with one sentinel (no 478 elements to build) and
+// has its depth checked on the tree; a deeper estimate fills the stack.
+func TestShallowMessagesSkipTheSentinelStack(t *testing.T) {
+	r := strings.Repeat
+	for _, tc := range []struct {
+		name      string
+		in        string
+		sentinels int
+		check     bool
+	}{
+		{"plain", "<p>hello</p>", 1, false},
+		{"one bold word (estimate 44)", "<p>a <strong>b</strong> c</p>", 1, true},
+		{"nested divs within the estimate", r("<div>", maxHTMLDepth+1) + "x", 1, true},
+		{"estimate beyond shallowDepth", r("<i>z</i>", 20) + "x", sentinelCount, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sentinels, check, ok := prepareHTML(tc.in)
+			if !ok || sentinels != tc.sentinels || check != tc.check {
+				t.Fatalf("prepareHTML: %d sentinels, check %v, ok %v; want %d, %v, true", sentinels, check, ok, tc.sentinels, tc.check)
+			}
+		})
+	}
+	if got, want := htmlToText("<p>a <strong>b</strong> c</p>"), "a **b** c"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
