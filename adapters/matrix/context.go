@@ -1,44 +1,18 @@
 package matrix
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/tidwall/gjson"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 )
-
-// wireContext is the part of a GET /context response that the context
-// builder reads: the events before the anchor and the member state. The
-// anchor and the events after it are not decoded at all.
-type wireContext struct {
-	Start        string            `json:"start"`
-	End          string            `json:"end"`
-	EventsBefore []json.RawMessage `json:"events_before"`
-	State        []json.RawMessage `json:"state"`
-}
-
-// wireEvent is the envelope of one event with its content left raw.
-// mautrix decodes every content into a map of interfaces and parses each
-// event three times over; on a lived-in room's context that was most of
-// the CPU an invocation spends before the LLM call.
-type wireEvent struct {
-	ID        id.EventID      `json:"event_id"`
-	Type      string          `json:"type"`
-	Sender    id.UserID       `json:"sender"`
-	RoomID    id.RoomID       `json:"room_id"`
-	StateKey  *string         `json:"state_key"`
-	Timestamp int64           `json:"origin_server_ts"`
-	Content   json.RawMessage `json:"content"`
-	Unsigned  struct {
-		RedactedBecause json.RawMessage `json:"redacted_because"`
-	} `json:"unsigned"`
-}
 
 // Context fetches the events around eventID (GET /context), for the
 // conversation-context builder. Only what the builder reads is decoded:
@@ -67,62 +41,63 @@ func (c *Client) Context(ctx context.Context, roomID id.RoomID, eventID id.Event
 	return parseContext(body)
 }
 
-// parseContext decodes a GET /context response body. Well-formed
-// responses are decoded in one pass; if any event is malformed, each
-// event is decoded on its own and the malformed ones are left out.
+// parseContext decodes a GET /context response body: the events before
+// the anchor and the member state, nothing else (the anchor and the events
+// after it are skipped unread). It reads the body with gjson in one pass
+// after one validation pass; encoding/json decoded a lived-in room's
+// window at about 30 MB/s, a third of a millisecond on the mention's
+// path. Each event is held to the types mautrix would decode (strings,
+// an integer timestamp, objects); an event that does not match is left
+// out instead of failing the whole window.
 func parseContext(body []byte) (*mautrix.RespContext, error) {
-	if resp, ok := parseContextFast(body); ok {
-		return resp, nil
+	if !gjson.ValidBytes(body) {
+		return nil, errors.New("matrix: undecodable GET /context response: not JSON")
 	}
-	var wire wireContext
-	if err := json.Unmarshal(body, &wire); err != nil {
-		return nil, fmt.Errorf("matrix: undecodable GET /context response: %w", err)
+	root := gjson.Parse(string(body)) // one copy; every Raw below is a slice of it
+	if !root.IsObject() {
+		return nil, errors.New("matrix: undecodable GET /context response: not an object")
 	}
-	return decodeContext(&wire), nil
-}
-
-// parseContextFast decodes a well-formed response in one pass; ok is false
-// if any part of it does not decode.
-func parseContextFast(body []byte) (*mautrix.RespContext, bool) {
-	var fast struct {
-		Start        string      `json:"start"`
-		End          string      `json:"end"`
-		EventsBefore []wireEvent `json:"events_before"`
-		State        []wireEvent `json:"state"`
+	f := root.Get("start")
+	start, ok := optString(f)
+	if !ok {
+		return nil, errors.New("matrix: undecodable GET /context response: start is no string")
 	}
-	if json.Unmarshal(body, &fast) == nil {
-		resp := &mautrix.RespContext{Start: fast.Start, End: fast.End, EventsBefore: make([]*event.Event, 0, len(fast.EventsBefore))}
-		for i := range fast.EventsBefore {
-			resp.EventsBefore = append(resp.EventsBefore, fast.EventsBefore[i].event())
+	end, ok := optString(root.Get("end"))
+	if !ok {
+		return nil, errors.New("matrix: undecodable GET /context response: end is no string")
+	}
+	before, state := root.Get("events_before"), root.Get("state")
+	for _, list := range []gjson.Result{before, state} {
+		if list.Exists() && list.Type != gjson.Null && !list.IsArray() {
+			return nil, errors.New("matrix: undecodable GET /context response: an event list is no array")
 		}
-		for i := range fast.State {
-			if evt := memberEvent(fast.State[i].event()); evt != nil {
-				resp.State = append(resp.State, evt)
-			}
-		}
-		return resp, true
 	}
-	return nil, false
-}
-
-// decodeContext turns the raw response into mautrix's shape.
-func decodeContext(w *wireContext) *mautrix.RespContext {
-	resp := &mautrix.RespContext{
-		Start:        w.Start,
-		End:          w.End,
-		EventsBefore: make([]*event.Event, 0, len(w.EventsBefore)),
-	}
-	for _, raw := range w.EventsBefore {
+	resp := &mautrix.RespContext{Start: start, End: end, EventsBefore: []*event.Event{}}
+	before.ForEach(func(_, raw gjson.Result) bool {
 		if evt := decodeEvent(raw); evt != nil {
 			resp.EventsBefore = append(resp.EventsBefore, evt)
 		}
-	}
-	for _, raw := range w.State {
+		return true
+	})
+	state.ForEach(func(_, raw gjson.Result) bool {
 		if evt := memberEvent(decodeEvent(raw)); evt != nil {
 			resp.State = append(resp.State, evt)
 		}
+		return true
+	})
+	return resp, nil
+}
+
+// optString returns a string field, "" for an absent or null one, and
+// false for any other type.
+func optString(r gjson.Result) (string, bool) {
+	switch r.Type {
+	case gjson.String:
+		return r.String(), true
+	case gjson.Null: // also absent
+		return "", true
 	}
-	return resp
+	return "", false
 }
 
 // memberEvent returns evt with its member content parsed, or nil if evt
@@ -133,41 +108,71 @@ func memberEvent(evt *event.Event) *event.Event {
 	}
 	// Only the display name is read: a badly typed field elsewhere in the
 	// content must not cost the name (mautrix kept every field in a map).
-	var m struct {
-		Displayname string `json:"displayname"`
-	}
-	if json.Unmarshal(evt.Content.VeryRaw, &m) == nil {
-		evt.Content.Parsed = &event.MemberEventContent{Displayname: m.Displayname}
+	content := gjson.ParseBytes(evt.Content.VeryRaw)
+	if content.IsObject() || content.Type == gjson.Null {
+		if name, ok := optString(content.Get("displayname")); ok {
+			evt.Content.Parsed = &event.MemberEventContent{Displayname: name}
+		}
 	}
 	return evt
 }
 
-// decodeEvent decodes one event's envelope, or returns nil if it is not
-// an event object.
-func decodeEvent(raw json.RawMessage) *event.Event {
-	var w wireEvent
-	if json.Unmarshal(raw, &w) != nil {
+// eventFields are the envelope fields decodeEvent reads, in the order of
+// gjson.GetMany's results.
+var eventFields = []string{"event_id", "type", "sender", "room_id", "state_key", "origin_server_ts", "content", "unsigned"}
+
+// decodeEvent decodes one event's envelope, with its content left raw
+// (Content.VeryRaw), or returns nil if it is not an event object or a
+// field has the wrong type. null stands for an event with no fields, as
+// encoding/json read it. A redaction shows as a non-nil, empty
+// Unsigned.RedactedBecause.
+func decodeEvent(raw gjson.Result) *event.Event {
+	switch {
+	case raw.Type == gjson.Null:
+		return &event.Event{}
+	case !raw.IsObject():
 		return nil
 	}
-	return w.event()
-}
-
-// event converts the envelope into mautrix's shape.
-func (w *wireEvent) event() *event.Event {
-	evt := &event.Event{
-		ID:        w.ID,
-		Type:      event.NewEventType(w.Type),
-		Sender:    w.Sender,
-		RoomID:    w.RoomID,
-		StateKey:  w.StateKey,
-		Timestamp: w.Timestamp,
-		Content:   event.Content{VeryRaw: w.Content},
+	f := gjson.GetMany(raw.Raw, eventFields...)
+	var strs [4]string
+	for i := range strs {
+		v, ok := optString(f[i])
+		if !ok {
+			return nil
+		}
+		strs[i] = v
 	}
-	if w.StateKey != nil {
+	evt := &event.Event{ID: id.EventID(strs[0]), Type: event.NewEventType(strs[1]), Sender: id.UserID(strs[2]), RoomID: id.RoomID(strs[3])}
+	switch sk := f[4]; sk.Type {
+	case gjson.String:
+		key := sk.String()
+		evt.StateKey = &key
 		evt.Type.Class = event.StateEventType
+	case gjson.Null:
+	default:
+		return nil
 	}
-	if rb := bytes.TrimSpace(w.Unsigned.RedactedBecause); len(rb) > 0 && !bytes.Equal(rb, []byte("null")) {
-		evt.Unsigned.RedactedBecause = &event.Event{}
+	switch ts := f[5]; ts.Type {
+	case gjson.Number:
+		n, err := strconv.ParseInt(ts.Raw, 10, 64)
+		if err != nil {
+			return nil
+		}
+		evt.Timestamp = n
+	case gjson.Null:
+	default:
+		return nil
+	}
+	if c := f[6]; c.Exists() {
+		evt.Content.VeryRaw = json.RawMessage(c.Raw)
+	}
+	switch u := f[7]; {
+	case u.IsObject():
+		if rb := u.Get("redacted_because"); rb.Exists() && rb.Type != gjson.Null {
+			evt.Unsigned.RedactedBecause = &event.Event{}
+		}
+	case u.Type != gjson.Null:
+		return nil
 	}
 	return evt
 }

@@ -1,11 +1,14 @@
 package matrix
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 )
 
 func TestDecodeContext(t *testing.T) {
@@ -84,35 +87,78 @@ func TestDecodeContext(t *testing.T) {
 	}
 }
 
-// A well-formed response takes the one-pass path, which must give what
-// decoding event by event gives.
-func TestParseContextFastPathMatches(t *testing.T) {
-	const resp = `{"start": "a", "end": "b", "events_before": [
-	    {"event_id": "$1", "type": "m.room.message", "sender": "@a:hs", "room_id": "!r:hs", "origin_server_ts": 3, "content": {"body": "x"}},
-	    {"event_id": "$2", "type": "m.room.message", "sender": "@b:hs", "origin_server_ts": 2, "content": {},
-	     "unsigned": {"redacted_because": {}}},
-	    null],
-	  "state": [
-	    {"event_id": "$m", "type": "m.room.member", "state_key": "@a:hs", "content": {"displayname": "Ann", "membership": "join"}},
-	    {"event_id": "$t", "type": "m.room.topic", "state_key": "", "content": {"topic": "t"}}]}`
-	fast, ok := parseContextFast([]byte(resp))
-	if !ok {
-		t.Fatal("a well-formed response did not take the one-pass path")
+// referenceEvent is how encoding/json reads an event's envelope: the
+// decoder before parseContext moved to gjson, kept to compare against.
+type referenceEvent struct {
+	ID        id.EventID      `json:"event_id"`
+	Type      string          `json:"type"`
+	Sender    id.UserID       `json:"sender"`
+	RoomID    id.RoomID       `json:"room_id"`
+	StateKey  *string         `json:"state_key"`
+	Timestamp int64           `json:"origin_server_ts"`
+	Content   json.RawMessage `json:"content"`
+	Unsigned  struct {
+		RedactedBecause json.RawMessage `json:"redacted_because"`
+	} `json:"unsigned"`
+}
+
+// parseContext gives, event by event, what encoding/json gives for the
+// envelopes it decodes, and leaves out exactly the events encoding/json
+// fails on.
+func TestParseContextAgreesWithEncodingJSON(t *testing.T) {
+	events := []string{
+		`{"event_id": "$1", "type": "m.room.message", "sender": "@a:hs", "room_id": "!r:hs", "origin_server_ts": 3, "content": {"body": "x"}}`,
+		`{"event_id": "$2", "type": "m.room.message", "sender": "@b:hs", "origin_server_ts": 2, "content": {}, "unsigned": {"redacted_because": {}}}`,
+		`{"event_id": "$3", "type": "m.room.member", "state_key": "@a:hs", "content": {"displayname": "Ann"}, "unsigned": {"age": 4}}`,
+		`{"event_id": "$4\u00e9", "type": "m.room.message", "sender": "@c:hs", "origin_server_ts": null, "content": null, "unsigned": null}`,
+		`{"event_id": "$5", "type": "m.room.message", "origin_server_ts": 9007199254740993, "content": [1, 2]}`,
+		`null`,
+		`{"event_id": 5}`,
+		`{"event_id": "$6", "origin_server_ts": 1.5}`,
+		`{"event_id": "$7", "origin_server_ts": "x"}`,
+		`{"event_id": "$8", "state_key": 3}`,
+		`{"event_id": "$9", "unsigned": 3}`,
+		`[]`,
+		`"event"`,
 	}
-	var w wireContext
-	if err := json.Unmarshal([]byte(resp), &w); err != nil {
+	resp, err := parseContext([]byte(`{"start": "a", "end": "b", "events_before": [` + strings.Join(events, ",") + `]}`))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if slow := decodeContext(&w); !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("one pass:\n%+v\nevent by event:\n%+v", fast, slow)
+	var want []*event.Event
+	for _, raw := range events {
+		var w referenceEvent
+		if json.Unmarshal([]byte(raw), &w) != nil {
+			continue
+		}
+		evt := &event.Event{ID: w.ID, Type: event.NewEventType(w.Type), Sender: w.Sender, RoomID: w.RoomID, StateKey: w.StateKey,
+			Timestamp: w.Timestamp, Content: event.Content{VeryRaw: w.Content}}
+		if w.StateKey != nil {
+			evt.Type.Class = event.StateEventType
+		}
+		if rb := bytes.TrimSpace(w.Unsigned.RedactedBecause); len(rb) > 0 && !bytes.Equal(rb, []byte("null")) {
+			evt.Unsigned.RedactedBecause = &event.Event{}
+		}
+		if string(evt.Content.VeryRaw) == "null" && !strings.Contains(raw, `"content"`) {
+			evt.Content.VeryRaw = nil
+		}
+		want = append(want, evt)
 	}
-	if len(fast.EventsBefore) != 3 || len(fast.State) != 1 {
-		t.Fatalf("got %d events and %d member events", len(fast.EventsBefore), len(fast.State))
+	if len(resp.EventsBefore) != len(want) {
+		t.Fatalf("got %d events, encoding/json decodes %d", len(resp.EventsBefore), len(want))
 	}
-	if _, ok := parseContextFast([]byte(`{"events_before": [{"origin_server_ts": "x"}]}`)); ok {
-		t.Fatal("a malformed event took the one-pass path")
+	for i := range want {
+		got := resp.EventsBefore[i]
+		if string(got.Content.VeryRaw) == "null" && want[i].Content.VeryRaw == nil {
+			got.Content.VeryRaw = nil // encoding/json leaves a null RawMessage unset
+		}
+		if !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("event %d:\n got %+v\nwant %+v", i, got, want[i])
+		}
 	}
-	if _, err := parseContext([]byte(`{"events_before": 5}`)); err == nil {
-		t.Fatal("an undecodable response gave no error")
+	for _, bad := range []string{`{"events_before": 5}`, `{"start": 5}`, `[]`, `{"events_before": [`} {
+		if _, err := parseContext([]byte(bad)); err == nil {
+			t.Errorf("%s: an undecodable response gave no error", bad)
+		}
 	}
 }
