@@ -291,7 +291,7 @@ func printFloor(w io.Writer, f floorReport) {
 	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms\n", "loopback HTTP round trip", f.RTTP50Ms, f.RTTP99Ms)
 	fmt.Fprintf(w, "  %-42s %d fsync × %.3f + %d RTT × %.3f = %.3f ms\n", "latency floor", f.DurableWritesOnPath, f.FsyncP50Ms, f.CallsOnPath, f.RTTP50Ms, f.FloorMs)
 	fmt.Fprintf(w, "  %-42s %.0f fsync/s ÷ %d writes = %.0f inv/s\n", "fsync-bound ceiling", f.FsyncPerSecond, f.DurableWritesPerInvocation, f.CeilingPerSecond)
-	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms  (%.1f× fsync)\n", "Badger SyncWrites commit (Lisa's store)", f.BadgerWriteP50Ms, f.BadgerWriteP99Ms, f.BadgerWriteP50Ms/f.FsyncP50Ms)
+	fmt.Fprintf(w, "  %-42s p50 %.3f ms  p99 %.3f ms  (%.1f× fsync)\n", "durable write (Lisa's store: commit + sync)", f.BadgerWriteP50Ms, f.BadgerWriteP99Ms, f.BadgerWriteP50Ms/f.FsyncP50Ms)
 	fmt.Fprintf(w, "  %-42s %d commit × %.3f + %d RTT × %.3f = %.3f ms\n", "store floor", f.DurableWritesOnPath, f.BadgerWriteP50Ms, f.CallsOnPath, f.RTTP50Ms, f.StoreFloorMs)
 }
 

@@ -36,13 +36,13 @@ type floorReport struct {
 	DurableWritesPerInvocation int `json:"durable_writes_per_invocation"`
 	// FloorMs = fsync p50 × writes on path + RTT p50 × calls on path.
 	FloorMs float64 `json:"floor_ms"`
-	// BadgerWriteP50Ms is the median of one durable journal append through
-	// Lisa's store, opened as Lisa opens it (persistence.OpenBadger:
-	// SyncWrites, group commit), in the same file system as the data
-	// directories: one write at a time, so one Badger commit each. It is
-	// what a "durable write" costs Lisa, as opposed to a bare fsync:
-	// Badger syncs its value log and msyncs its write-ahead log on every
-	// commit.
+	// BadgerWriteP50Ms is the median of one durable write through Lisa's
+	// store, opened as Lisa opens it (persistence.OpenBadger: group
+	// commit, the log synced after the commit), in the same file system
+	// as the data directories: a journal append and a Sync, one at a
+	// time. It is what a durable write costs Lisa, as opposed to a bare
+	// fsync: Badger's sync msyncs its write-ahead log and syncs its value
+	// log.
 	BadgerWriteP50Ms float64 `json:"badger_write_p50_ms"`
 	BadgerWriteP99Ms float64 `json:"badger_write_p99_ms"`
 	// StoreFloorMs = Badger write p50 × writes on path + RTT p50 × calls
@@ -54,18 +54,25 @@ type floorReport struct {
 }
 
 // Writes and calls on the path of one invocation, counted from the code
-// (docs/performance.md lists them), since the room performs slot
-// requests, attempt starts and fresh answers before writing the step's
-// journal events (room.Output.Early):
+// (docs/performance.md lists them). The store commits journal events
+// without waiting for a sync of the log (persistence.groupCommit: every
+// commit survives a process kill; a sync makes it survive power loss),
+// and the room performs slot requests, attempt starts and fresh answers
+// before writing the step's journal events (room.Output.Early):
 //
 //	durable writes in series before the reply PUT: CommitSync (cursor +
-//	inbox entry, before the room is nudged) and InvocationQueued (which
-//	takes the inbox entry in the same write; the room applies it, and
-//	only then asks for a slot). InvocationStarted is written while the
-//	attempt fetches its context, ReplyReady while the PUT is on its way:
-//	beside the path, not in series with it. After the PUT: ReplySent,
+//	inbox entry, synced before the room is nudged). InvocationQueued is
+//	committed in series (about a tenth of a durable write) but not
+//	synced; InvocationStarted is committed while the attempt fetches its
+//	context and starts a sync of the journal, which the PUT waits for
+//	(a barrier: usually done by the time the model answered). ReplyReady
+//	is committed while the PUT is on its way. After the PUT: ReplySent,
 //	RecordBotEvent, and the next sync's CommitSync carrying Lisa's own
-//	reply (plus its bot-event record).
+//	reply, which syncs them.
+//
+//	syncs per invocation: the mention's CommitSync, the journal sync
+//	started with the attempt, and the CommitSync of the reply's echo.
+//	Under load, concurrent rooms share each of them (group commit).
 //
 //	calls in series before the reply PUT: the /sync response, GET /context
 //	(GET /joined_members runs beside it), the LLM request, and the PUT
@@ -74,8 +81,8 @@ type floorReport struct {
 //	the PUT reaching the homeserver), so counting them as round trips
 //	makes the floor higher by one RTT.
 const (
-	durableWritesOnPath        = 2
-	durableWritesPerInvocation = 8
+	durableWritesOnPath        = 1
+	durableWritesPerInvocation = 3
 	callsOnPath                = 4
 )
 
@@ -123,9 +130,8 @@ func measureFloor(dir string, fsyncs, rtts int) (floorReport, error) {
 	return fr, nil
 }
 
-// measureBadgerWrites times n sequential journal appends to a fresh store
-// in dir, each durable when it returns: with nothing else writing, each
-// is one synchronous Badger commit of its own.
+// measureBadgerWrites times n sequential durable writes to a fresh store
+// in dir: a journal append and a Sync each, with nothing else writing.
 func measureBadgerWrites(dir string, n int) ([]time.Duration, error) {
 	sub, err := os.MkdirTemp(dir, "badger-probe-")
 	if err != nil {
@@ -142,6 +148,9 @@ func measureBadgerWrites(dir string, n int) ([]time.Duration, error) {
 	for i := range n + 20 {
 		start := time.Now()
 		if err := store.AppendEvent("bench/probe", uint64(i), ev); err != nil {
+			return nil, err
+		}
+		if err := store.Sync(); err != nil {
 			return nil, err
 		}
 		if i >= 20 { // the first ones create files

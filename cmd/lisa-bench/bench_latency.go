@@ -93,10 +93,10 @@ type segmentStats struct {
 // them: room.Output.Early).
 var segmentNames = []string{
 	"deliverable → /sync response written",
-	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync, nudge, InvocationQueued, slot, spawn, typing on)",
-	"→ LLM request arrives (context and members side by side, context built, prompt encoded; InvocationStarted written beside it)",
+	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync synced, nudge with the entries, InvocationQueued committed, slot, spawn, typing on)",
+	"→ LLM request arrives (context and members side by side, context built, prompt encoded; InvocationStarted committed and the journal synced beside it)",
 	"LLM request → its answer written (the fake LLM's own handling, not Lisa's)",
-	"LLM answer → reply PUT (answer decoded, rendered, send; ReplyReady written beside it)",
+	"LLM answer → reply PUT (answer decoded, rendered, journal sync awaited (done by then), send; ReplyReady committed beside it)",
 }
 
 // llmSegment is the index of the fake LLM's own handling in segmentNames.
