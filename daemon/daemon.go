@@ -113,7 +113,9 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	d := &Daemon{crashable: deps.Crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second}
-	invoker := invocation.WithTyping(deps.Invoker(pool, met), deps.Session, invocation.TypingLease{
+	// The mention's commit is not waited for; the model is asked only once
+	// the store is synced (see invocation.WithDurability).
+	invoker := invocation.WithTyping(invocation.WithDurability(deps.Invoker(pool, met), store), deps.Session, invocation.TypingLease{
 		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
 		Background: d.invocations, // shutdown waits for typing to be cleared
 	}, log)

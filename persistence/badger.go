@@ -24,11 +24,12 @@ type BadgerOptions struct {
 }
 
 // Badger is the production Store: one embedded Badger database. Every
-// acknowledged write survives a process kill. Writes that must survive a
-// power failure before their caller goes on (the sync ledger, snapshots,
-// the clean-stop mark) wait for a sync of the log; journal events and bot
-// events do not, and are made durable by the next sync, which starts at
-// once, or by [Badger.Sync] (see groupCommit).
+// acknowledged write survives a process kill. Snapshots, compaction,
+// inbox removals and the clean-stop mark wait for a sync of the log before
+// they return; CommitSync, journal events and bot events do not, and are
+// made durable by the next sync: a durable write's, a barrier's
+// ([Badger.Barrier], [Badger.Sync]) or, at the latest, one 10 ms later
+// (see groupCommit).
 type Badger struct {
 	db     *badger.DB
 	dec    decoder
@@ -314,7 +315,7 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 		}
 	}
 	var accepted []*roompb.Candidate
-	err = s.update(func(txn *badger.Txn) error {
+	err = s.updateLazy(func(txn *badger.Txn) error {
 		accepted = accepted[:0]
 		seq, err := getUint(txn, []byte{'q'})
 		if err != nil {

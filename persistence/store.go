@@ -105,11 +105,11 @@ type Store interface {
 	// Sync returns once every write acknowledged before the call is on
 	// disk, safe from a power failure. Every acknowledged write survives a
 	// kill of the process, and writes are durable in the order they were
-	// acknowledged. The sync ledger (CommitSync, RemoveInbox) and snapshots
-	// are durable when acknowledged; journal events and bot events may
-	// wait for the next Sync, so a caller about to do something outside
-	// the store that the journal must know of (send a reply) calls Sync
-	// first.
+	// acknowledged. RemoveInbox and snapshots are durable when
+	// acknowledged; CommitSync, journal events and bot events may wait for
+	// the next Sync, so a caller about to do something outside the store
+	// that the store must know of (ask the model about a mention, send a
+	// reply) calls Sync first.
 	Sync() error
 	// Barrier returns a function that returns once every write
 	// acknowledged before Barrier was called is on disk: a caller marks

@@ -71,6 +71,9 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 		if err := ctx.Err(); err != nil {
 			return messages.Answer{}, err
 		}
+		if err := awaitDurable(ctx); err != nil {
+			return messages.Answer{}, err
+		}
 		r.iters++
 		resp, err := r.llm.Chat(ctx, messages.ChatRequest{Messages: slices.Clone(r.msgs), Tools: slices.Clone(r.reg.specs)})
 		if err != nil {

@@ -60,19 +60,21 @@ type floorReport struct {
 // and the room performs slot requests, attempt starts and fresh answers
 // before writing the step's journal events (room.Output.Early):
 //
-//	durable writes in series before the reply PUT: CommitSync (cursor +
-//	inbox entry, synced before the room is nudged). InvocationQueued is
-//	committed in series (about a tenth of a durable write) but not
-//	synced; InvocationStarted is committed while the attempt fetches its
-//	context and starts a sync of the journal, which the PUT waits for
-//	(a barrier: usually done by the time the model answered). ReplyReady
-//	is committed while the PUT is on its way. After the PUT: ReplySent,
+//	durable writes on the path: one sync, which the first LLM request
+//	waits for (invocation.WithDurability). CommitSync (cursor + inbox
+//	entry) and InvocationQueued are committed in series (about a tenth
+//	of a durable write each) but not synced; recording
+//	InvocationStarted starts the sync while the attempt fetches its
+//	context, so it overlaps the context fetch and is counted here once
+//	all the same. The PUT waits for the journal to be synced up to the
+//	send's decision (a barrier: done by then). ReplyReady is committed
+//	while the PUT is on its way. After the PUT: ReplySent,
 //	RecordBotEvent, and the next sync's CommitSync carrying Lisa's own
-//	reply, which syncs them.
+//	reply, synced by the timer or the next durable write.
 //
-//	syncs per invocation: the mention's CommitSync, the journal sync
-//	started with the attempt, and the CommitSync of the reply's echo.
-//	Under load, concurrent rooms share each of them (group commit).
+//	syncs per invocation: the one started with the attempt (it covers
+//	the mention's CommitSync), the one the send may add, and the one
+//	after the reply's echo. Under load, concurrent rooms share them.
 //
 //	calls in series before the reply PUT: the /sync response, GET /context
 //	(GET /joined_members runs beside it), the LLM request, and the PUT

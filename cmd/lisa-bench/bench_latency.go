@@ -93,8 +93,8 @@ type segmentStats struct {
 // them: room.Output.Early).
 var segmentNames = []string{
 	"deliverable → /sync response written",
-	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync synced, nudge with the entries, InvocationQueued committed, slot, spawn, typing on)",
-	"→ LLM request arrives (context and members side by side, context built, prompt encoded; InvocationStarted committed and the journal synced beside it)",
+	"/sync response → GET /context or /joined_members, whichever is first (classify, CommitSync and InvocationQueued committed, nudge with the entries, slot, spawn, typing on)",
+	"→ LLM request arrives (context and members side by side, context built, store synced (started beside the fetch), prompt encoded)",
 	"LLM request → its answer written (the fake LLM's own handling, not Lisa's)",
 	"LLM answer → reply PUT (answer decoded, rendered, journal sync awaited (done by then), send; ReplyReady committed beside it)",
 }
