@@ -57,16 +57,25 @@ func parseContext(body []byte) (*mautrix.RespContext, error) {
 	if !root.IsObject() {
 		return nil, errors.New("matrix: undecodable GET /context response: not an object")
 	}
-	f := root.Get("start")
-	start, ok := optString(f)
+	var start, end string
+	var before, state gjson.Result
+	ok := true
+	root.ForEach(func(key, v gjson.Result) bool { // one pass; the last of a repeated key counts
+		switch key.Str {
+		case "start":
+			start, ok = optString(v)
+		case "end":
+			end, ok = optString(v)
+		case "events_before":
+			before = v
+		case "state":
+			state = v
+		}
+		return ok
+	})
 	if !ok {
-		return nil, errors.New("matrix: undecodable GET /context response: start is no string")
+		return nil, errors.New("matrix: undecodable GET /context response: a token is no string")
 	}
-	end, ok := optString(root.Get("end"))
-	if !ok {
-		return nil, errors.New("matrix: undecodable GET /context response: end is no string")
-	}
-	before, state := root.Get("events_before"), root.Get("state")
 	for _, list := range []gjson.Result{before, state} {
 		if list.Exists() && list.Type != gjson.Null && !list.IsArray() {
 			return nil, errors.New("matrix: undecodable GET /context response: an event list is no array")
@@ -117,15 +126,13 @@ func memberEvent(evt *event.Event) *event.Event {
 	return evt
 }
 
-// eventFields are the envelope fields decodeEvent reads, in the order of
-// gjson.GetMany's results.
-var eventFields = []string{"event_id", "type", "sender", "room_id", "state_key", "origin_server_ts", "content", "unsigned"}
-
 // decodeEvent decodes one event's envelope, with its content left raw
 // (Content.VeryRaw), or returns nil if it is not an event object or a
 // field has the wrong type. null stands for an event with no fields, as
 // encoding/json read it. A redaction shows as a non-nil, empty
-// Unsigned.RedactedBecause.
+// Unsigned.RedactedBecause. The object is read in one pass (gjson's
+// GetMany reads it once per field). A field given twice counts once, the
+// last time, as encoding/json has it.
 func decodeEvent(raw gjson.Result) *event.Event {
 	switch {
 	case raw.Type == gjson.Null:
@@ -133,46 +140,71 @@ func decodeEvent(raw gjson.Result) *event.Event {
 	case !raw.IsObject():
 		return nil
 	}
-	f := gjson.GetMany(raw.Raw, eventFields...)
-	var strs [4]string
-	for i := range strs {
-		v, ok := optString(f[i])
-		if !ok {
-			return nil
+	evt := &event.Event{}
+	var typ string
+	ok := true
+	raw.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "event_id":
+			var s string
+			s, ok = optString(v)
+			evt.ID = id.EventID(s)
+		case "type":
+			typ, ok = optString(v)
+		case "sender":
+			var s string
+			s, ok = optString(v)
+			evt.Sender = id.UserID(s)
+		case "room_id":
+			var s string
+			s, ok = optString(v)
+			evt.RoomID = id.RoomID(s)
+		case "state_key":
+			evt.StateKey = nil
+			switch v.Type {
+			case gjson.String:
+				k := v.String()
+				evt.StateKey = &k
+			case gjson.Null:
+			default:
+				ok = false
+			}
+		case "origin_server_ts":
+			evt.Timestamp, ok = optInt(v)
+		case "content":
+			evt.Content.VeryRaw = json.RawMessage(v.Raw)
+		case "unsigned":
+			evt.Unsigned.RedactedBecause = nil
+			switch {
+			case v.IsObject():
+				if rb := v.Get("redacted_because"); rb.Exists() && rb.Type != gjson.Null {
+					evt.Unsigned.RedactedBecause = &event.Event{}
+				}
+			case v.Type != gjson.Null:
+				ok = false
+			}
 		}
-		strs[i] = v
+		return ok
+	})
+	if !ok {
+		return nil
 	}
-	evt := &event.Event{ID: id.EventID(strs[0]), Type: event.NewEventType(strs[1]), Sender: id.UserID(strs[2]), RoomID: id.RoomID(strs[3])}
-	switch sk := f[4]; sk.Type {
-	case gjson.String:
-		key := sk.String()
-		evt.StateKey = &key
+	evt.Type = event.NewEventType(typ)
+	if evt.StateKey != nil {
 		evt.Type.Class = event.StateEventType
-	case gjson.Null:
-	default:
-		return nil
-	}
-	switch ts := f[5]; ts.Type {
-	case gjson.Number:
-		n, err := strconv.ParseInt(ts.Raw, 10, 64)
-		if err != nil {
-			return nil
-		}
-		evt.Timestamp = n
-	case gjson.Null:
-	default:
-		return nil
-	}
-	if c := f[6]; c.Exists() {
-		evt.Content.VeryRaw = json.RawMessage(c.Raw)
-	}
-	switch u := f[7]; {
-	case u.IsObject():
-		if rb := u.Get("redacted_because"); rb.Exists() && rb.Type != gjson.Null {
-			evt.Unsigned.RedactedBecause = &event.Event{}
-		}
-	case u.Type != gjson.Null:
-		return nil
 	}
 	return evt
+}
+
+// optInt returns an integer field, 0 for a null one, and false for any
+// other type or a number that is no int64.
+func optInt(r gjson.Result) (int64, bool) {
+	switch r.Type {
+	case gjson.Number:
+		n, err := strconv.ParseInt(r.Raw, 10, 64)
+		return n, err == nil
+	case gjson.Null:
+		return 0, true
+	}
+	return 0, false
 }
