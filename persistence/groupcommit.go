@@ -72,7 +72,7 @@ type groupCommit struct {
 	committed uint64 // commit groups done
 	synced    uint64 // commit groups covered by a finished sync
 	waiters   []syncWaiter
-	lazyArmed bool          // a timer will ask for a sync (syncSoon)
+	lazyTimer *time.Timer   // armed: it will ask for a sync (syncSoon)
 	lazyDelay time.Duration // how long a lazy write may wait for its sync
 	kick      chan struct{} // cap 1: a sync is wanted
 	syncDone  chan struct{}
@@ -161,7 +161,13 @@ func (g *groupCommit) stop() {
 	}
 	g.mu.Unlock()
 	<-g.exited
-	<-g.syncDone
+	<-g.syncDone // the last sync covered every commit
+	g.smu.Lock()
+	if g.lazyTimer != nil {
+		g.lazyTimer.Stop()
+		g.lazyTimer = nil
+	}
+	g.smu.Unlock()
 }
 
 func (g *groupCommit) run() {
@@ -226,15 +232,13 @@ func (g *groupCommit) finish(group []*writeOp, errs []error) {
 // write or a barrier asks for one earlier.
 func (g *groupCommit) syncSoon() {
 	g.smu.Lock()
-	armed := g.lazyArmed
-	g.lazyArmed = true
-	g.smu.Unlock()
-	if armed {
+	defer g.smu.Unlock()
+	if g.lazyTimer != nil {
 		return
 	}
-	time.AfterFunc(g.lazyDelay, func() {
+	g.lazyTimer = time.AfterFunc(g.lazyDelay, func() {
 		g.smu.Lock()
-		g.lazyArmed = false
+		g.lazyTimer = nil
 		g.smu.Unlock()
 		g.mu.RLock()
 		if !g.stopped {

@@ -195,6 +195,12 @@ func (h *heldSync) hold() chan struct{} {
 	return h.gate
 }
 
+func (h *heldSync) setFail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fail = err
+}
+
 func (h *heldSync) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -303,18 +309,14 @@ func TestFailedSyncFailsItsWaiters(t *testing.T) {
 	g := startGroupCommit(db, hs.sync)
 	defer g.stop()
 	boom := errors.New("disk gone")
-	hs.mu.Lock()
-	hs.fail = boom
-	hs.mu.Unlock()
+	hs.setFail(boom)
 	if err := g.update(set("a", "1")); !errors.Is(err, boom) {
 		t.Fatalf("durable write over a failed sync: %v, want the sync's error", err)
 	}
 	if err := g.barrier()(); !errors.Is(err, boom) {
 		t.Fatalf("barrier over a failed sync: %v", err)
 	}
-	hs.mu.Lock()
-	hs.fail = nil
-	hs.mu.Unlock()
+	hs.setFail(nil)
 	if err := g.barrier()(); err != nil {
 		t.Fatalf("barrier after the disk came back: %v", err)
 	}
@@ -368,8 +370,8 @@ func TestEveryDurableWriteReturns(t *testing.T) {
 	}
 }
 
-// Taking a barrier starts the sync of the writes it marks at once, and a
-// lazy write alone is synced after lazyDelay.
+// A lazy write alone is not synced at once; taking a barrier starts the
+// sync of the writes it marks at once.
 func TestBarrierStartsItsSync(t *testing.T) {
 	db := openTestDB(t)
 	hs := newHeldSync()

@@ -392,12 +392,10 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 	go func() {
 		start := time.Now()
 		var id string
-		err := synced()
-		if err == nil {
-			sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
-			id, err = cfg.Sender.SendReply(sendCtx, room, e.TxnID, e.Content)
-			cancel()
-		}
+		err := cfg.afterSync(synced, func(ctx context.Context) (err error) {
+			id, err = cfg.Sender.SendReply(ctx, room, e.TxnID, e.Content)
+			return err
+		})
 		done := SendDone{EventID: e.EventID, ReplyEventID: id}
 		if err != nil {
 			le := asError(err)
@@ -429,6 +427,17 @@ func (c Config) barrier() func() error {
 		}
 		return nil
 	}
+}
+
+// afterSync waits for synced (a barrier's wait), then runs send bounded
+// by SendTimeout; nothing is sent if the journal could not be synced.
+func (c Config) afterSync(synced func() error, send func(context.Context) error) error {
+	if err := synced(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.SendTimeout)
+	defer cancel()
+	return send(ctx)
 }
 
 // reconcile looks the head's reply up on the homeserver in a goroutine,
@@ -470,12 +479,10 @@ func (r *roomActor) react(ctx actor.Context, e SendReaction) {
 	synced := cfg.barrier()
 	go func() {
 		var id string
-		err := synced()
-		if err == nil {
-			sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
-			id, err = cfg.Sender.React(sendCtx, room, e.EventID, e.Key, e.TxnID)
-			cancel()
-		}
+		err := cfg.afterSync(synced, func(ctx context.Context) (err error) {
+			id, err = cfg.Sender.React(ctx, room, e.EventID, e.Key, e.TxnID)
+			return err
+		})
 		done := ReactionDone{EventID: e.EventID, ReactionEventID: id}
 		if err != nil {
 			done.Err = asError(err)
@@ -492,12 +499,9 @@ func (r *roomActor) redact(ctx actor.Context, e Redact) {
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
 	synced := cfg.barrier()
 	go func() {
-		err := synced()
-		if err == nil {
-			sendCtx, cancel := context.WithTimeout(context.Background(), cfg.SendTimeout)
-			err = cfg.Sender.Redact(sendCtx, room, e.EventID, e.TxnID)
-			cancel()
-		}
+		err := cfg.afterSync(synced, func(ctx context.Context) error {
+			return cfg.Sender.Redact(ctx, room, e.EventID, e.TxnID)
+		})
 		done := RedactDone{EventID: e.EventID}
 		if err != nil {
 			le := asError(err)
