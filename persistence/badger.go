@@ -35,6 +35,7 @@ type Badger struct {
 	dec    decoder
 	inbox  *inboxIndex
 	writes *groupCommit
+	logs   *logSyncer
 	closed atomic.Bool
 }
 
@@ -78,8 +79,24 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("persistence: read inboxes at %s: %w", dir, err)
 	}
-	return &Badger{db: db, inbox: inbox, writes: newGroupCommit(db)}, nil
+	logs := newLogSyncer(dir)
+	s := &Badger{db: db, inbox: inbox, logs: logs}
+	s.writes = startGroupCommit(db, logs.sync, func(err error) {
+		if o.Logger != nil {
+			o.Logger.Error("the store could not sync to disk; it accepts no more writes and nothing more is sent",
+				"code", "store_sync_failed", "err", err.Error())
+		}
+	})
+	return s, nil
 }
+
+// Failed is closed when a sync of the store failed. From then on every
+// write, Sync and barrier fails with ErrSyncFailed; the process must stop
+// and start again from what is on disk.
+func (s *Badger) Failed() <-chan struct{} { return s.writes.failedCh }
+
+// Err returns the store's sync failure (wrapping ErrSyncFailed), or nil.
+func (s *Badger) Err() error { return s.writes.err() }
 
 // Size returns the database's size on disk (LSM tree plus value log).
 func (s *Badger) Size() int64 {
@@ -96,6 +113,7 @@ func (s *Badger) Close() error {
 		return nil
 	}
 	s.writes.stop()
+	s.logs.close()
 	return s.db.Close()
 }
 

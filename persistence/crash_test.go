@@ -23,6 +23,14 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		os.Exit(crashChild(dir))
 	}
+	if dir := os.Getenv(powerChildEnv); dir != "" {
+		seed, err := strconv.ParseUint(os.Getenv(powerChildSeedEnv), 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(powerChild(dir, seed))
+	}
 	os.Exit(m.Run())
 }
 

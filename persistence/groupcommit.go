@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -17,6 +18,14 @@ const lazySyncDelay = 10 * time.Millisecond
 
 // errGroupMember aborts a shared transaction when one of its writes fails.
 var errGroupMember = errors.New("persistence: a write in the group failed")
+
+// ErrSyncFailed reports that the store could not sync its files to disk.
+// It is permanent: once a sync failed, the page cache may hold commits the
+// disk never got, and a later sync that succeeds proves nothing about them
+// (on Linux a failed writeback leaves its pages clean, so the next fsync
+// reports success). Every waiter, barrier and write after it fails with
+// this error; the process must stop and recover from what is on disk.
+var ErrSyncFailed = errors.New("persistence: the store could not sync to disk")
 
 // writeOp is one caller's read-modify-write, waiting for its commit (lazy)
 // or for the sync after its commit (durable).
@@ -62,7 +71,8 @@ type syncWaiter struct {
 // have seen alone.
 type groupCommit struct {
 	db      *badger.DB
-	sync    func() error // db.Sync; tests count and hold syncs
+	sync    func() error // logSyncer.sync; tests count, hold and fail syncs
+	onFail  func(error)  // called once, with the first sync error
 	mu      sync.RWMutex // held for reading while queueing; for writing by stop
 	ops     chan *writeOp
 	stopped bool
@@ -76,17 +86,25 @@ type groupCommit struct {
 	lazyDelay time.Duration // how long a lazy write may wait for its sync
 	kick      chan struct{} // cap 1: a sync is wanted
 	syncDone  chan struct{}
+	failed    error         // the first sync error, wrapped in ErrSyncFailed
+	failedCh  chan struct{} // closed when failed is set
 }
 
-func newGroupCommit(db *badger.DB) *groupCommit { return startGroupCommit(db, db.Sync) }
-
-// startGroupCommit starts a groupCommit that syncs with sync.
-func startGroupCommit(db *badger.DB, sync func() error) *groupCommit {
-	g := &groupCommit{db: db, sync: sync, lazyDelay: lazySyncDelay, ops: make(chan *writeOp, maxGroup), exited: make(chan struct{}),
-		kick: make(chan struct{}, 1), syncDone: make(chan struct{})}
+// startGroupCommit starts a groupCommit that syncs with sync and tells
+// onFail (if set) about the first sync that fails.
+func startGroupCommit(db *badger.DB, sync func() error, onFail func(error)) *groupCommit {
+	g := &groupCommit{db: db, sync: sync, onFail: onFail, lazyDelay: lazySyncDelay, ops: make(chan *writeOp, maxGroup), exited: make(chan struct{}),
+		kick: make(chan struct{}, 1), syncDone: make(chan struct{}), failedCh: make(chan struct{})}
 	go g.syncer()
 	go g.run()
 	return g
+}
+
+// err returns the store's sync failure, or nil.
+func (g *groupCommit) err() error {
+	g.smu.Lock()
+	defer g.smu.Unlock()
+	return g.failed
 }
 
 // update runs fn in a read-write transaction, possibly shared with other
@@ -102,6 +120,9 @@ func (g *groupCommit) updateLazy(fn func(txn *badger.Txn) error) error {
 }
 
 func (g *groupCommit) queue(op *writeOp) error {
+	if err := g.err(); err != nil {
+		return err
+	}
 	g.mu.RLock()
 	if g.stopped {
 		g.mu.RUnlock()
@@ -122,7 +143,12 @@ func (g *groupCommit) barrier() func() error {
 	g.smu.Lock()
 	seq := g.committed
 	behind := g.synced < seq
+	failed := g.failed
 	g.smu.Unlock()
+	if failed != nil {
+		g.mu.RUnlock()
+		return func() error { return failed }
+	}
 	if behind && !g.stopped {
 		g.wantSync()
 	}
@@ -134,6 +160,12 @@ func (g *groupCommit) barrier() func() error {
 func (g *groupCommit) syncedTo(seq uint64) error {
 	g.mu.RLock()
 	g.smu.Lock()
+	if g.failed != nil {
+		err := g.failed
+		g.smu.Unlock()
+		g.mu.RUnlock()
+		return err
+	}
 	if g.synced >= seq {
 		g.smu.Unlock()
 		g.mu.RUnlock()
@@ -142,7 +174,7 @@ func (g *groupCommit) syncedTo(seq uint64) error {
 	if g.stopped {
 		g.smu.Unlock()
 		g.mu.RUnlock()
-		return ErrClosed // the last sync failed
+		return ErrClosed
 	}
 	w := syncWaiter{seq: seq, done: make(chan error, 1)}
 	g.waiters = append(g.waiters, w)
@@ -187,6 +219,12 @@ func (g *groupCommit) run() {
 			default:
 				break fill
 			}
+		}
+		if err := g.err(); err != nil {
+			for _, op := range group {
+				op.done <- err
+			}
+			continue
 		}
 		g.finish(group, g.commit(group))
 	}
@@ -256,9 +294,9 @@ func (g *groupCommit) wantSync() {
 }
 
 // syncer syncs the log whenever commits are ahead of the last sync and
-// releases the writes and barriers the sync covers. A failed sync fails
-// every waiter it would have covered (their writes are committed but may
-// not be on disk); the next sync tries again.
+// releases the writes and barriers the sync covers. The first failed sync
+// fails the store for good (see ErrSyncFailed): every waiter now and later
+// gets the error, and no sync is tried again.
 func (g *groupCommit) syncer() {
 	defer close(g.syncDone)
 	for range g.kick {
@@ -269,6 +307,11 @@ func (g *groupCommit) syncer() {
 
 func (g *groupCommit) syncOnce() {
 	g.smu.Lock()
+	if g.failed != nil {
+		g.failWaiters()
+		g.smu.Unlock()
+		return
+	}
 	target := g.committed
 	if target <= g.synced {
 		g.smu.Unlock()
@@ -277,13 +320,21 @@ func (g *groupCommit) syncOnce() {
 	g.smu.Unlock()
 	err := g.sync()
 	g.smu.Lock()
-	if err == nil {
-		g.synced = target
+	if err != nil {
+		g.failed = fmt.Errorf("%w: %w", ErrSyncFailed, err)
+		close(g.failedCh)
+		g.failWaiters()
+		g.smu.Unlock()
+		if g.onFail != nil {
+			g.onFail(g.failed)
+		}
+		return
 	}
+	g.synced = target
 	kept := g.waiters[:0]
 	for _, w := range g.waiters {
 		if w.seq <= target {
-			w.done <- err
+			w.done <- nil
 			continue
 		}
 		kept = append(kept, w)
@@ -291,6 +342,15 @@ func (g *groupCommit) syncOnce() {
 	clear(g.waiters[len(kept):])
 	g.waiters = kept
 	g.smu.Unlock()
+}
+
+// failWaiters fails every waiter with the store's failure; smu is held.
+func (g *groupCommit) failWaiters() {
+	for _, w := range g.waiters {
+		w.done <- g.failed
+	}
+	clear(g.waiters)
+	g.waiters = g.waiters[:0]
 }
 
 // commit runs the group's writes, in one transaction when it can, and

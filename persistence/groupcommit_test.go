@@ -243,7 +243,7 @@ func await(t *testing.T, what string, ch chan error) error {
 func TestLazyWritesReturnBeforeTheirSync(t *testing.T) {
 	db := openTestDB(t)
 	hs := newHeldSync()
-	g := startGroupCommit(db, hs.sync)
+	g := startGroupCommit(db, hs.sync, nil)
 	defer g.stop()
 	gate := hs.hold()
 	if err := g.updateLazy(set("lazy", "1")); err != nil {
@@ -277,7 +277,7 @@ func TestLazyWritesReturnBeforeTheirSync(t *testing.T) {
 func TestBarrierWaitsOnlyForEarlierWrites(t *testing.T) {
 	db := openTestDB(t)
 	hs := newHeldSync()
-	g := startGroupCommit(db, hs.sync)
+	g := startGroupCommit(db, hs.sync, nil)
 	defer g.stop()
 	if err := g.update(set("a", "1")); err != nil {
 		t.Fatal(err)
@@ -301,24 +301,71 @@ func TestBarrierWaitsOnlyForEarlierWrites(t *testing.T) {
 	}
 }
 
-// A failed sync fails the durable writes and barriers it would have
-// covered; the next sync that succeeds covers them.
-func TestFailedSyncFailsItsWaiters(t *testing.T) {
+// The first failed sync fails the store for good: the durable write and
+// the barrier it would have covered fail, onFail hears of it once, and
+// after the disk "comes back" every barrier, durable and lazy write still
+// fails, without another sync: a sync that succeeds after one that failed
+// proves nothing about the pages the failed one lost (fsyncgate).
+func TestFailedSyncIsPermanent(t *testing.T) {
 	db := openTestDB(t)
 	hs := newHeldSync()
-	g := startGroupCommit(db, hs.sync)
+	told := make(chan error, 2)
+	g := startGroupCommit(db, hs.sync, func(err error) { told <- err })
 	defer g.stop()
 	boom := errors.New("disk gone")
 	hs.setFail(boom)
-	if err := g.update(set("a", "1")); !errors.Is(err, boom) {
-		t.Fatalf("durable write over a failed sync: %v, want the sync's error", err)
+	if err := g.update(set("a", "1")); !errors.Is(err, boom) || !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("durable write over a failed sync: %v, want ErrSyncFailed wrapping the sync's error", err)
 	}
-	if err := g.barrier()(); !errors.Is(err, boom) {
-		t.Fatalf("barrier over a failed sync: %v", err)
+	select {
+	case <-g.failedCh:
+	default:
+		t.Fatal("failedCh not closed after a failed sync")
 	}
+	syncs := hs.count()
 	hs.setFail(nil)
-	if err := g.barrier()(); err != nil {
-		t.Fatalf("barrier after the disk came back: %v", err)
+	if err := g.barrier()(); !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("barrier after the disk came back: %v, want ErrSyncFailed", err)
+	}
+	if err := g.update(set("b", "1")); !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("durable write after the failure: %v, want ErrSyncFailed", err)
+	}
+	if err := g.updateLazy(set("c", "1")); !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("lazy write after the failure: %v, want ErrSyncFailed", err)
+	}
+	if _, ok := get(t, db, "c"); ok {
+		t.Fatal("a lazy write was committed after the store failed")
+	}
+	if n := hs.count(); n != syncs {
+		t.Fatalf("%d more syncs after the failure, want none", n-syncs)
+	}
+	if err := await(t, "onFail", told); !errors.Is(err, boom) {
+		t.Fatalf("onFail told %v, want the failure", err)
+	}
+	select {
+	case err := <-told:
+		t.Fatalf("onFail told twice: %v", err)
+	default:
+	}
+}
+
+// A failed lazy sync (nobody waits for it) fails the store too, and the
+// barrier taken afterwards over the lazy write fails.
+func TestFailedLazySyncFailsLaterBarriers(t *testing.T) {
+	db := openTestDB(t)
+	hs := newHeldSync()
+	failed := make(chan error, 1)
+	g := startGroupCommit(db, hs.sync, func(err error) { failed <- err })
+	defer g.stop()
+	hs.setFail(errors.New("EIO"))
+	if err := g.updateLazy(set("a", "1")); err != nil {
+		t.Fatalf("lazy write before its sync: %v", err)
+	}
+	if err := await(t, "onFail", failed); !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("onFail: %v", err)
+	}
+	if err := g.barrier()(); !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("barrier over a lazy write whose sync failed: %v", err)
 	}
 }
 
@@ -327,7 +374,7 @@ func TestFailedSyncFailsItsWaiters(t *testing.T) {
 func TestStopSyncsLazyWrites(t *testing.T) {
 	db := openTestDB(t)
 	hs := newHeldSync()
-	g := startGroupCommit(db, hs.sync)
+	g := startGroupCommit(db, hs.sync, nil)
 	gate := hs.hold()
 	if err := g.updateLazy(set("a", "1")); err != nil {
 		t.Fatal(err)
@@ -355,7 +402,7 @@ func TestStopSyncsLazyWrites(t *testing.T) {
 // the bench found it, this loop only sometimes.)
 func TestEveryDurableWriteReturns(t *testing.T) {
 	db := openTestDB(t)
-	g := startGroupCommit(db, func() error { return nil })
+	g := startGroupCommit(db, func() error { return nil }, nil)
 	defer g.stop()
 	for i := range 2000 {
 		k := fmt.Sprintf("k%d", i%10)
@@ -375,7 +422,7 @@ func TestEveryDurableWriteReturns(t *testing.T) {
 func TestBarrierStartsItsSync(t *testing.T) {
 	db := openTestDB(t)
 	hs := newHeldSync()
-	g := startGroupCommit(db, hs.sync)
+	g := startGroupCommit(db, hs.sync, nil)
 	defer g.stop()
 	g.lazyDelay = time.Hour
 	if err := g.updateLazy(set("a", "1")); err != nil {
