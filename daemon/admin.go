@@ -56,7 +56,7 @@ type InvocationRow struct {
 
 // HealthReport is the answer of "health" and the output of lisa health.
 type HealthReport struct {
-	Status             string   `json:"status"` // healthy, degraded, unreachable
+	Status             string   `json:"status"` // healthy, degraded, failed, unreachable
 	Reasons            []string `json:"reasons,omitempty"`
 	LastSyncAgeSeconds float64  `json:"last_sync_age_seconds"`
 	RoomsRunning       int      `json:"rooms_running"`
@@ -205,6 +205,11 @@ func (d *Daemon) journal(args []string) ([]string, error) {
 }
 
 func (d *Daemon) health() HealthReport {
+	if err := d.store.Err(); err != nil {
+		// The actors are stopping or gone: nothing else to ask.
+		return HealthReport{Status: "failed", Reasons: []string{
+			"the store could not sync to disk (" + err.Error() + "); Lisa sends nothing more and is stopping, to be restarted"}}
+	}
 	r := HealthReport{Status: "healthy"}
 	now := time.Now()
 	if cur, err := d.store.Cursor(); err != nil || cur.GetUpdatedAtMs() == 0 {

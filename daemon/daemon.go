@@ -362,6 +362,37 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	return err
 }
 
+// stopFailed stops a daemon whose store failed. The actor tree stops at
+// once: nothing it would do can be made durable, and nothing is sent
+// without that. The admin socket keeps answering (health reports the
+// failure) until release is closed; then the store closes. No clean-stop
+// mark is written: the next start checks its first sync answer against
+// the homeserver, as after a crash.
+func (d *Daemon) stopFailed(release <-chan struct{}) error {
+	d.stopping.Store(true)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := d.sys.Stop(stopCtx)
+	waited := make(chan struct{})
+	go func() { d.invocations.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(typingClearTimeout + time.Second):
+	}
+	<-release
+	if d.admin != nil {
+		_ = d.admin.Close()
+	}
+	if d.metrics != nil {
+		_ = d.metrics.Close()
+	}
+	if cerr := d.store.Close(); err == nil {
+		err = cerr
+	}
+	d.log.Info("lisa stopped", "clean", false)
+	return err
+}
+
 // cleanSync reports whether the next start may trust its first /sync: the
 // sync has stopped, no check of an answer is pending, and the last checked
 // answer was committed (the sync actor drops an answer that arrives while

@@ -39,11 +39,22 @@ type RunOptions struct {
 // and Lisa shut down so that her supervisor restarts her.
 var ErrLost = errors.New("an essential actor stopped for good")
 
+// ErrStoreFailed is returned by Run when the store could not sync to disk
+// and Lisa stopped so that her supervisor restarts her; she then replays
+// what is on disk (see persistence.ErrSyncFailed).
+var ErrStoreFailed = errors.New("the store could not sync to disk")
+
+// FailureHold is how long a daemon whose store failed keeps answering
+// `lisa health` (status "failed") after its actors stopped, before it
+// exits: long enough for a monitor or an operator to see why.
+const FailureHold = 5 * time.Second
+
 // Run is `lisa run` after its configuration is loaded: it checks pandoc,
 // restores the Matrix session (waiting while the homeserver is not up
 // yet), starts the daemon and stops it gracefully when ctx ends. Errors
 // have been logged when it returns them.
 func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOptions) error {
+	parent := ctx
 	if v, err := CheckPandoc(ctx, res.Config); err != nil {
 		log.Error("cannot start: pandoc is needed for html_to_markdown", "err", err.Error())
 		return err
@@ -84,7 +95,21 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 	}
 	log.Info("lisa running", "rooms", len(m.AllowedRoomIDs), "user", m.UserID, "device", m.DeviceID)
 	encryptionChecked := watchEncryption(ctx, d, enc, session, m.AllowedRoomIDs)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-d.store.Failed():
+		// Nothing is sent on a write that may not be on disk (every
+		// barrier fails now); stop, and let the supervisor start Lisa
+		// again from what is on disk.
+		log.Error("stopping: the store could not sync to disk; nothing more is sent, and Lisa exits so that she is restarted and replays what is on disk",
+			"code", "store_sync_failed", "err", d.store.Err().Error(), "health_seconds", FailureHold.Seconds())
+		cancel()
+		encryptionChecked()
+		if err := d.stopFailed(hold(parent, FailureHold)); err != nil {
+			log.Error("shutdown incomplete", "err", err.Error())
+		}
+		return ErrStoreFailed
+	}
 	encryptionChecked()
 	log.Info("shutting down", "grace_seconds", res.Config.Runtime.ShutdownGraceSeconds)
 	if err := d.Stop(context.Background()); err != nil {
@@ -98,6 +123,22 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		return ErrLost
 	}
 	return nil
+}
+
+// hold returns a channel that is closed after d or when ctx ends, whichever
+// comes first.
+func hold(ctx context.Context, d time.Duration) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}()
+	return ch
 }
 
 // CheckPandoc verifies that the pandoc executable is present and new enough

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"google.golang.org/protobuf/proto"
@@ -40,6 +41,9 @@ type Badger struct {
 }
 
 var _ Store = (*Badger)(nil)
+
+// failedCloseWait bounds Close of a store whose sync failed.
+const failedCloseWait = 2 * time.Second
 
 // emptyValueLog is the text of the error (ristretto's z.NewFile, wrapped
 // without %w) with which Badger fails to open a store whose newest
@@ -114,6 +118,20 @@ func (s *Badger) Close() error {
 	}
 	s.writes.stop()
 	s.logs.close()
+	if failed := s.Err(); failed != nil {
+		// Badger flushes its memtables on close and retries a flush
+		// whose table cannot be synced forever: give up waiting. The
+		// process is about to exit; what is on disk is what the next
+		// start replays.
+		closed := make(chan error, 1)
+		go func() { closed <- s.db.Close() }()
+		select {
+		case err := <-closed:
+			return errors.Join(failed, err)
+		case <-time.After(failedCloseWait):
+			return fmt.Errorf("%w; Badger did not close within %v", failed, failedCloseWait)
+		}
+	}
 	return s.db.Close()
 }
 

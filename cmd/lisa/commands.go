@@ -62,7 +62,7 @@ func commands() []command {
 		{
 			name:    "health",
 			usage:   "(--config FILE | --socket PATH)",
-			summary: "exit 0 healthy, 1 degraded, 2 not reachable; prints a JSON summary",
+			summary: "exit 0 healthy, 1 degraded, 2 failed or not reachable; prints a JSON summary",
 			run:     healthCmd,
 		},
 		{

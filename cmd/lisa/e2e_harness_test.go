@@ -65,6 +65,8 @@ type e2e struct {
 	// persona overrides the persona file's text; llmKey sets llm.api_key
 	// (through the environment).
 	persona, llmKey string
+	// dataDir overrides runtime.data_dir ("data", next to the config).
+	dataDir string
 }
 
 func newE2E(t *testing.T, allowedRooms int) *e2e {
@@ -123,6 +125,10 @@ func (e *e2e) writeConfig() string {
 	if err := os.WriteFile(filepath.Join(e.dir, "persona.md"), []byte(persona), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
+	dataDir := "data"
+	if e.dataDir != "" {
+		dataDir = e.dataDir
+	}
 	device := e.bot.DeviceID
 	if e.device != "" {
 		device = e.device
@@ -150,12 +156,12 @@ generic_error = "Sorry, I got tangled."
 overload_error = "Too much at once."
 
 [runtime]
-data_dir = "data"
+data_dir = %q
 max_concurrent_rooms = %d
 shutdown_grace_seconds = 5
 invocation_timeout_seconds = 60
 log_level = "info"
-`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), keyLine, e.maxConc)
+`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), keyLine, dataDir, e.maxConc)
 	cfg += e.extraConfig
 	path := filepath.Join(e.dir, "lisa.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

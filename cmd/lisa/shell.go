@@ -193,8 +193,11 @@ func healthCmd(_ context.Context, c *cli, args []string) int {
 		return unreachable(err)
 	}
 	fmt.Fprintln(c.stdout, string(data))
-	if r.Status == "healthy" {
+	switch r.Status {
+	case "healthy":
 		return exitOK
+	case "failed":
+		return 2 // cannot work: as bad as not reachable
 	}
 	return 1
 }

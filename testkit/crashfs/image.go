@@ -1,7 +1,6 @@
 package crashfs
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -134,8 +133,11 @@ func (f *FS) Image(n int, dst string, keep float64, rng *rand.Rand) error {
 			}
 		case OpRename:
 			e, ok := vol[op.Path]
+			delete(vol, op.To)
 			if !ok {
-				return fmt.Errorf("crashfs: rename of unknown %s", op.Path)
+				// Not a file or directory crashfs models (a socket made
+				// with mknod, say): it has no content to keep.
+				continue
 			}
 			delete(vol, op.Path)
 			vol[op.To] = e
