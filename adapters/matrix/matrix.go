@@ -30,18 +30,11 @@ type Client struct {
 // Lisa's, ignores the HTTP(S)_PROXY environment (mautrix's default
 // client would read it).
 func Connect(ctx context.Context, homeserver, user, device, token string, hc *http.Client) (*Client, error) {
-	cli, err := mautrix.NewClient(homeserver, id.UserID(user), token)
+	c, err := Open(homeserver, user, device, token, hc)
 	if err != nil {
-		return nil, fmt.Errorf("matrix: client for %s: %w", homeserver, err)
+		return nil, err
 	}
-	cli.DeviceID = id.DeviceID(device)
-	if hc == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.Proxy = nil
-		hc = &http.Client{Transport: tr}
-	}
-	cli.Client = hc
-	who, err := cli.Whoami(ctx)
+	who, err := c.cli.Whoami(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("matrix: whoami: %w", Classify(err))
 	}
@@ -49,7 +42,7 @@ func Connect(ctx context.Context, homeserver, user, device, token string, hc *ht
 		return nil, fmt.Errorf("matrix: access token belongs to %s device %s, but the configuration says %s device %s",
 			who.UserID, who.DeviceID, user, device)
 	}
-	return &Client{cli: cli}, nil
+	return c, nil
 }
 
 // UserID returns Lisa's user ID.
