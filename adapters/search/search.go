@@ -146,12 +146,44 @@ func (c *Client) Search(ctx context.Context, query string) ([]Result, error) {
 // [1, Config.MaxResults].
 func (c *Client) SearchLimit(ctx context.Context, query string, n int) ([]Result, error) {
 	n = min(max(n, 1), c.cfg.MaxResults)
-	q, err := CleanQuery(query)
+	body, _, err := c.get(ctx, query)
 	if err != nil {
 		return nil, err
 	}
+	return c.parse(body, n)
+}
+
+// Probe is the outcome of [Client.Check].
+type Probe struct {
+	// Status is the HTTP status of the answer; 0 when none came.
+	Status int
+	// Results counts the accepted results of the test query.
+	Results int
+}
+
+// Check sends query as Search does and reports the HTTP status beside the
+// error, so that `lisa doctor` can tell a SearXNG whose JSON format is off
+// (403) from other refusals.
+func (c *Client) Check(ctx context.Context, query string) (Probe, error) {
+	body, status, err := c.get(ctx, query)
+	p := Probe{Status: status}
+	if err != nil {
+		return p, err
+	}
+	rs, err := c.parse(body, c.cfg.MaxResults)
+	p.Results = len(rs)
+	return p, err
+}
+
+// get sends the query and returns the body of a 200 answer, and the
+// status of any answer.
+func (c *Client) get(ctx context.Context, query string) ([]byte, int, error) {
+	q, err := CleanQuery(query)
+	if err != nil {
+		return nil, 0, err
+	}
 	if c.endpoint == nil {
-		return nil, toolErr(messages.ToolSearchUnavailable, false, "Web search is not configured correctly.")
+		return nil, 0, toolErr(messages.ToolSearchUnavailable, false, "Web search is not configured correctly.")
 	}
 	u := *c.endpoint
 	params := u.Query()
@@ -161,7 +193,7 @@ func (c *Client) SearchLimit(ctx context.Context, query string, n int) ([]Result
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, toolErr(messages.ToolSearchUnavailable, false, "Web search is not configured correctly.")
+		return nil, 0, toolErr(messages.ToolSearchUnavailable, false, "Web search is not configured correctly.")
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
@@ -171,29 +203,30 @@ func (c *Client) SearchLimit(ctx context.Context, query string, n int) ([]Result
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, transportErr(ctx, err)
+		return nil, 0, transportErr(ctx, err)
 	}
 	defer resp.Body.Close()
 
+	status := resp.StatusCode
 	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return nil, toolErr(messages.ToolSearchUnavailable, false, "The search service answered with a redirect, which is not followed.")
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return nil, toolErr(messages.ToolSearchUnavailable, true, fmt.Sprintf("The search service is temporarily unavailable (HTTP %d).", resp.StatusCode))
-	case resp.StatusCode != http.StatusOK:
-		return nil, toolErr(messages.ToolSearchUnavailable, false, fmt.Sprintf("The search service refused the request (HTTP %d).", resp.StatusCode))
+	case status >= 300 && status < 400:
+		return nil, status, toolErr(messages.ToolSearchUnavailable, false, "The search service answered with a redirect, which is not followed.")
+	case status == http.StatusTooManyRequests || status >= 500:
+		return nil, status, toolErr(messages.ToolSearchUnavailable, true, fmt.Sprintf("The search service is temporarily unavailable (HTTP %d).", status))
+	case status != http.StatusOK:
+		return nil, status, toolErr(messages.ToolSearchUnavailable, false, fmt.Sprintf("The search service refused the request (HTTP %d).", status))
 	}
 	if resp.ContentLength > c.cfg.MaxResponseBytes {
-		return nil, tooLarge()
+		return nil, status, tooLarge()
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes+1))
 	if err != nil {
-		return nil, transportErr(ctx, err)
+		return nil, status, transportErr(ctx, err)
 	}
 	if int64(len(body)) > c.cfg.MaxResponseBytes {
-		return nil, tooLarge()
+		return nil, status, tooLarge()
 	}
-	return c.parse(body, n)
+	return body, status, nil
 }
 
 func tooLarge() error {
