@@ -148,7 +148,7 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 // the bind would change it for the whole process, racing with every other
 // goroutine that creates files.
 func ListenLimits(path string, h Handler, log *slog.Logger, lim Limits) (*Server, error) {
-	if err := checkDir(filepath.Dir(path)); err != nil {
+	if err := CheckDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
 	if err := checkPath(path); err != nil {
@@ -167,9 +167,10 @@ func ListenLimits(path string, h Handler, log *slog.Logger, lim Limits) (*Server
 	return s, nil
 }
 
-// checkDir refuses a socket directory that anyone but the current user
-// can change.
-func checkDir(dir string) error {
+// CheckDir refuses a socket directory that anyone but the current user
+// can change, as [ListenLimits] does; `lisa doctor` asks it before Lisa
+// starts.
+func CheckDir(dir string) error {
 	refuse := func(why string, args ...any) error {
 		return fmt.Errorf("admin: socket directory %s %s; refusing to create the admin socket there: set %s to a path in a directory only this user (uid %d) can write to",
 			dir, fmt.Sprintf(why, args...), configKey, os.Geteuid())
@@ -211,11 +212,21 @@ func checkPath(path string) error {
 	if fi.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("admin: %s exists and is not a socket; refusing to replace it (%s)", path, configKey)
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
+	if Serving(path) {
 		return fmt.Errorf("admin: %s is in use: is another Lisa running with this data directory?", path)
 	}
 	return nil // a stale socket of a process that died: the rename replaces it
+}
+
+// Serving reports whether a process accepts connections on the socket at
+// path (within a second).
+func Serving(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // testHookBound, when set, runs once the socket is bound at its private
