@@ -48,6 +48,12 @@ func commands() []command {
 			run:     checkConfig,
 		},
 		{
+			name:    "doctor",
+			usage:   "--config FILE [--only SECTION,...]",
+			summary: "check what Lisa needs, online: homeserver, rooms, LLM, SearXNG, converter, data dir (exit 0 ok, 1 warnings, 2 cannot work)",
+			run:     doctorCmd,
+		},
+		{
 			name:    "run",
 			usage:   "--config FILE",
 			summary: "run Lisa until SIGTERM or SIGINT",
