@@ -2,7 +2,9 @@ package search
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,5 +34,23 @@ func TestCheckReportsStatus(t *testing.T) {
 	}
 	if r := s.Requests(); len(r) != 2 || r[1].Format != "json" || r[1].Query != "lisa doctor" {
 		t.Fatalf("requests: %+v", r)
+	}
+
+	// No answer: the network cause, without the URL; the tool error
+	// stays what the model sees.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/search"
+	ln.Close()
+	p, err = New(Config{Endpoint: down, Timeout: 5 * time.Second}).Check(ctx, "lisa doctor")
+	if p.Status != 0 || !strings.Contains(p.Cause, "connection refused") || strings.Contains(p.Cause, down) {
+		t.Fatalf("down: %+v", p)
+	}
+	wantToolErr(t, err, messages.ToolSearchUnavailable, true)
+	_, err = New(Config{Endpoint: down, Timeout: 5 * time.Second}).Search(ctx, "lisa doctor")
+	if _, ok := err.(*messages.ToolError); !ok {
+		t.Fatalf("Search returns %T, want the bare *messages.ToolError", err)
 	}
 }

@@ -147,6 +147,10 @@ func (c *Client) Search(ctx context.Context, query string) ([]Result, error) {
 func (c *Client) SearchLimit(ctx context.Context, query string, n int) ([]Result, error) {
 	n = min(max(n, 1), c.cfg.MaxResults)
 	body, _, err := c.get(ctx, query)
+	var tr *transportError
+	if errors.As(err, &tr) {
+		return nil, tr.tool // the model sees the tool error alone
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +163,8 @@ type Probe struct {
 	Status int
 	// Results counts the accepted results of the test query.
 	Results int
+	// Cause is the network error (without the URL) when no answer came.
+	Cause string
 }
 
 // Check sends query as Search does and reports the HTTP status beside the
@@ -167,6 +173,10 @@ type Probe struct {
 func (c *Client) Check(ctx context.Context, query string) (Probe, error) {
 	body, status, err := c.get(ctx, query)
 	p := Probe{Status: status}
+	var uerr *url.Error
+	if status == 0 && errors.As(err, &uerr) {
+		p.Cause = uerr.Err.Error()
+	}
 	if err != nil {
 		return p, err
 	}
@@ -203,7 +213,7 @@ func (c *Client) get(ctx context.Context, query string) ([]byte, int, error) {
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, 0, transportErr(ctx, err)
+		return nil, 0, &transportError{tool: transportErr(ctx, err), cause: err}
 	}
 	defer resp.Body.Close()
 
@@ -228,6 +238,18 @@ func (c *Client) get(ctx context.Context, query string) ([]byte, int, error) {
 	}
 	return body, status, nil
 }
+
+// transportError is a failed request: the tool error the model sees,
+// unwrapping to the network error (for [Client.Check]).
+type transportError struct {
+	tool  error
+	cause error
+}
+
+func (e *transportError) Error() string { return e.tool.Error() }
+
+// Unwrap gives both the tool error and the network error.
+func (e *transportError) Unwrap() []error { return []error{e.tool, e.cause} }
 
 func tooLarge() error {
 	return toolErr(messages.ToolSearchUnavailable, false, "The search service response exceeded the size limit.")
