@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/lisabot/lisa/adapters/admin"
 	"github.com/lisabot/lisa/persistence"
 )
 
@@ -89,6 +90,9 @@ func checkLock(_ context.Context, e *Env) []Result {
 	case err != nil:
 		return []Result{{Status: Failed, Message: fmt.Sprintf("file locks do not work in %s (%v): Badger cannot open its store there", dir, unwrapPath(err)),
 			Fix: "put runtime.data_dir on a local filesystem"}}
+	case st.Held && admin.Serving(e.Res.Config.Runtime.AdminSocket):
+		return []Result{{Status: OK, Message: fmt.Sprintf("%s is in use by the Lisa of this configuration (pid %d, serving %s)",
+			dir, st.PID, e.Res.Config.Runtime.AdminSocket)}}
 	case st.Held && st.PID != 0:
 		return []Result{{Status: Warning, Message: fmt.Sprintf("%s is held by process %d (its LOCK file): while it runs, no other Lisa can start on this directory", dir, st.PID),
 			Fix: "nothing if that is the running Lisa; otherwise stop it, or give this Lisa her own runtime.data_dir"}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -14,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lisabot/lisa/adapters/admin"
 	"github.com/lisabot/lisa/doctor"
+	"github.com/lisabot/lisa/persistence"
 )
 
 // childConfigEnv makes the test binary run `doctor --only datadir` on the
@@ -288,5 +291,34 @@ func TestDoctorAdminSocketDir(t *testing.T) {
 		if len(lines) != 1 || lines[0].Status != c.status || (c.status == doctor.Failed && !strings.Contains(lines[0].Message+lines[0].Fix, "runtime.admin_socket")) {
 			t.Fatalf("mode %o:\n%s", c.mode, text(rep))
 		}
+	}
+}
+
+// TestDoctorDataDirOfRunningLisa: a data directory held by the Lisa that
+// serves this configuration's admin socket is in order (doctor run beside
+// the service), and the admin line says she is serving.
+func TestDoctorDataDirOfRunningLisa(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	store, err := persistence.OpenBadger(data, persistence.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv, err := admin.Listen(filepath.Join(data, "admin.sock"), admin.HandlerFunc(func(context.Context, string, []string) (any, error) {
+		return nil, nil
+	}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	path := writeConfig(t, dir, offlineConfig("http://127.0.0.1:9", "http://127.0.0.1:9", "http://127.0.0.1:9", "data"))
+	rep, err := doctor.Run(context.Background(), doctor.Options{ConfigPath: path, Getenv: offlineEnv, Only: []string{"datadir", "admin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s is in use by the Lisa of this configuration (pid %d, serving %s)", data, os.Getpid(), filepath.Join(data, "admin.sock"))
+	if len(find(rep, "datadir", want)) != 1 || len(find(rep, "admin", "a Lisa is serving")) != 1 || rep.Code() != doctor.ExitOK {
+		t.Fatalf("want %q and exit 0:\n%s", want, text(rep))
 	}
 }

@@ -29,6 +29,9 @@ func checkSearch(ctx context.Context, e *Env) []Result {
 	ep := c.Endpoint
 	switch {
 	case p.Status == http.StatusForbidden:
+		// SearXNG answers a format missing from search.formats in its
+		// settings.yml with 403 Forbidden; only html is on by default
+		// (https://docs.searxng.org/admin/settings/settings_search.html).
 		return []Result{{Status: Failed, Message: fmt.Sprintf("%s refused format=json (HTTP 403): SearXNG serves only the formats its settings allow", ep),
 			Fix: "add json to search.formats in SearXNG's settings.yml (formats: [html, json]) and restart SearXNG"}}
 	case p.Status == http.StatusUnauthorized:

@@ -53,13 +53,25 @@ func printResult(w io.Writer, r doctor.Result) {
 
 // summary is the last line: the counts and what the exit code means.
 func summary(rep doctor.Report) string {
-	counts := fmt.Sprintf("%d ok, %d warnings, %d failed, %d skipped",
-		rep.Count(doctor.OK), rep.Count(doctor.Warning), rep.Count(doctor.Failed), rep.Count(doctor.Skipped))
+	var counts []string
+	for _, c := range []struct {
+		s          doctor.Status
+		one, other string
+	}{{doctor.OK, "ok", "ok"}, {doctor.Warning, "warning", "warnings"}, {doctor.Failed, "failed", "failed"}, {doctor.Skipped, "skipped", "skipped"}} {
+		switch n := rep.Count(c.s); n {
+		case 0:
+		case 1:
+			counts = append(counts, "1 "+c.one)
+		default:
+			counts = append(counts, fmt.Sprintf("%d %s", n, c.other))
+		}
+	}
+	head := "doctor: " + strings.Join(counts, ", ")
 	switch rep.Code() {
 	case doctor.ExitOK:
-		return "doctor: " + counts + ": Lisa can work with this configuration"
+		return head + ": Lisa can work with this configuration"
 	case doctor.ExitWarnings:
-		return "doctor: " + counts + ": Lisa can work, but look at the warnings"
+		return head + ": Lisa can work, but look at the warnings"
 	}
-	return "doctor: " + counts + ": Lisa cannot work like this; fix what failed"
+	return head + ": Lisa cannot work like this; fix what failed"
 }
