@@ -9,6 +9,10 @@
 //	run --config FILE            run Lisa until SIGTERM or SIGINT
 //	check-config --config FILE   validate a configuration file, its env:
 //	                             secrets and its persona file
+//	doctor --config FILE [--only SECTION,...]
+//	                             check online what Lisa needs: homeserver,
+//	                             rooms, LLM, SearXNG, converter, data dir;
+//	                             exit 0 ok, 1 warnings, 2 cannot work
 //	shell (--config FILE | --socket PATH) [--json]
 //	                             debug shell of a running Lisa
 //	health (--config FILE | --socket PATH)
