@@ -62,9 +62,9 @@ type Result struct {
 type Check struct {
 	// Name identifies the check in its section.
 	Name string
-	// Timeout bounds Run: its context ends then, and a Run that does not
-	// return a second later is reported as failed and left behind. Zero
-	// means [DefaultCheckTimeout].
+	// Timeout returns the bound of Run: its context ends then, and a Run
+	// that does not return a second later is reported as failed and left
+	// behind. Nil means [DefaultCheckTimeout].
 	Timeout func(e *Env) time.Duration
 	// Run performs the check.
 	Run func(ctx context.Context, e *Env) []Result
