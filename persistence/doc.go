@@ -4,11 +4,17 @@
 //
 // Two stores implement the same interfaces: Badger (one embedded database)
 // for production and Memory for tests. Badger acknowledges a write once it
-// is committed (it then survives a kill of the process) and syncs the log
-// apart from commits: the sync ledger and snapshots wait for their sync,
-// journal and bot events do not, and Store.Barrier lets a caller wait for
-// everything acknowledged up to a point before acting outside the store
-// (see groupCommit and docs/architecture.md). The conformance
+// is committed (it then survives a kill of the process) and syncs apart
+// from commits: inbox removals and snapshots wait for their sync, the sync
+// ledger and journal and bot events do not, and Store.Barrier lets a
+// caller wait for everything acknowledged up to a point before acting
+// outside the store (see groupCommit). A sync covers every Badger log that
+// may hold an unsynced commit, including memtable logs set aside when
+// full, and the directory when a log appeared (see logSyncer), so a
+// returned barrier or durable write survives power loss. The first failed
+// sync is permanent (ErrSyncFailed): the store accepts nothing more and
+// Badger.Failed tells its owner to stop. docs/architecture.md says what a
+// power cut can and cannot take. The conformance
 // suite in persistencetest runs against both. Provider adapts a Journal to
 // protoactor's persistence plugin.
 //
