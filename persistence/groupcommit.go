@@ -54,14 +54,18 @@ type syncWaiter struct {
 //     visible to every later read, ordered before every later write, and
 //     on disk once a sync follows: the next durable write's, a barrier's,
 //     or at the latest one lazySyncDelay later.
-//     A lost lazy write is always a suffix of the log: Badger's write-
-//     ahead log is replayed up to its first missing or torn entry.
+//
+// A sync covers every log that may hold one of the commits before it,
+// not only the newest (see logSyncer), so what a power failure can drop
+// is commits no finished sync covered, never one a returned barrier or
+// durable write covered.
 //
 // A process that is killed loses nothing either way: commits are in the
 // operating system's page cache before any caller returns. Only a power
-// or kernel failure can drop the unsynced suffix; barrier is how a caller
-// makes sure no such suffix precedes an outside effect (a reply sent to the
-// homeserver).
+// or kernel failure can drop unsynced commits; barrier is how a caller
+// makes sure none precedes an outside effect (a reply sent to the
+// homeserver). The first failed sync fails the store for good (see
+// ErrSyncFailed).
 //
 // Running the writes of a group one after another inside one transaction
 // is the same as running them serially (a transaction reads its own
