@@ -54,6 +54,16 @@ type ChatRequest struct {
 	Messages []ChatMessage
 	// Tools are the tools the model may call.
 	Tools []ToolSpec
+	// AnswerOnly asks for the final answer without tool calls (a repair
+	// request): Tools stay listed, so the prompt keeps its prefix, but
+	// the model is told not to call them (tool_choice "none").
+	AnswerOnly bool
+	// AnswerSchema is the JSON schema of the final answer. The callee may
+	// ask the server for structured output with it, but only on requests
+	// in which no tool may be called (AnswerOnly, or no Tools): servers
+	// that enforce a schema by grammar apply it to the whole reply, so a
+	// tool call could never be written.
+	AnswerSchema json.RawMessage
 }
 
 // ChatResponse is the model's reply to a [ChatRequest]: either tool calls
@@ -66,7 +76,22 @@ type ChatResponse struct {
 	// Usage is the token usage the server reported for the request; zero
 	// when it reported none.
 	Usage TokenUsage
+	// FinishReason is why the model stopped ("stop", "length",
+	// "tool_calls", "content_filter", …), as the server said; "" when it
+	// said nothing.
+	FinishReason string
+	// Refusal is the model's refusal text (OpenAI's message.refusal),
+	// when it declined to answer.
+	Refusal string
+	// TextToolCalls reports that ToolCalls were read from tool-call markup
+	// the model wrote into its text (<tool_call>…</tool_call>), not from
+	// the server's tool_calls field.
+	TextToolCalls bool
 }
+
+// FinishLength is the finish reason of a reply cut off at the output
+// token limit.
+const FinishLength = "length"
 
 // TokenUsage counts the tokens of one chat request, as the server reports
 // them (usage.prompt_tokens and usage.completion_tokens).
@@ -123,6 +148,37 @@ type Answer struct {
 	Fallback Fallback
 	// Titles maps cited URLs to titles the tools reported, when known.
 	Titles map[string]string
+}
+
+// Excerpt is the room context of one invocation in parts, so that the
+// prompt can drop its oldest events when a request would not fit the
+// model's window: Open, then Events in order (the invoking message is the
+// last one), then Close. Their concatenation is the context block.
+type Excerpt struct {
+	// Open starts the block.
+	Open string
+	// Events are the rendered events, oldest first; each renders the same
+	// way in every excerpt it appears in, except the invoking one, which
+	// is marked as such.
+	Events []string
+	// Close ends the block.
+	Close string
+}
+
+// Block returns the whole context block.
+func (e Excerpt) Block() string {
+	n := len(e.Open) + len(e.Close)
+	for _, ev := range e.Events {
+		n += len(ev)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(e.Open)
+	for _, ev := range e.Events {
+		b.WriteString(ev)
+	}
+	b.WriteString(e.Close)
+	return b.String()
 }
 
 // Reply is what the renderer turns into the reply event of one

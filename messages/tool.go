@@ -50,6 +50,10 @@ type ToolResult struct {
 	// SourceTitles optionally names sources by URL (as given in
 	// SourceURLs), for the Sources section.
 	SourceTitles map[string]string
+	// Fetched lists the pages this successful call downloaded (a subset
+	// of SourceURLs). When the model's answer cites nothing usable, the
+	// host lists these as the Sources itself.
+	Fetched []string
 }
 
 // ToolFailure returns the failure result for code with a short, safe

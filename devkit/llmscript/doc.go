@@ -13,7 +13,8 @@
 // Steps describe what the model "does": final text ([Text], [Answer]), tool
 // calls ([ToolCalls]), OpenAI-style HTTP errors ([Error]), malformed bodies
 // ([Raw], [Truncated], [EmptyChoices]), a dropped connection ([Drop]), a
-// reply computed from the request ([Func]), and hanging calls ([Hang]). Any
+// reply computed from the request ([Func]), hanging calls ([Hang]) and a
+// body that never ends ([Endless]). Any
 // step can be delayed ([Step.After]) or held until the caller releases a
 // [Gate] ([Step.Until]); both stop waiting when the client goes away or the
 // server closes.

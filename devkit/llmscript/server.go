@@ -348,6 +348,8 @@ func (s *Server) serveStep(w http.ResponseWriter, r *http.Request, req Request, 
 		case <-r.Context().Done():
 		case <-s.done:
 		}
+	case kindEndless:
+		s.endless(w, r, step)
 	case kindFunc:
 		if depth >= 32 {
 			writeError(w, Error(http.StatusInternalServerError, "llmscript: Func steps nested too deeply"))
@@ -381,4 +383,36 @@ func (s *Server) wait(ctx context.Context, step Step) bool {
 		}
 	}
 	return true
+}
+
+// endless writes an Endless step's reply until the client or the server
+// goes away.
+func (s *Server) endless(w http.ResponseWriter, r *http.Request, step Step) {
+	w.Header().Set("Content-Type", step.contentType)
+	w.WriteHeader(step.status)
+	flusher, _ := w.(http.Flusher)
+	if _, err := w.Write(step.body); err != nil {
+		return
+	}
+	filler := []byte(step.content)
+	if len(filler) == 0 {
+		filler = []byte(" ")
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if _, err := w.Write(filler); err != nil {
+			return
+		}
+	}
 }

@@ -19,6 +19,7 @@ const (
 	kindDrop
 	kindHang
 	kindFunc
+	kindEndless
 )
 
 // Step is one scripted model behaviour: the reply to a single
@@ -149,6 +150,14 @@ func Drop() Step { return Step{kind: kindDrop} }
 // Hang never replies: the request stays in flight until the client cancels
 // it or the server closes. Use [Step.Until] for a call the caller releases.
 func Hang() Step { return Step{kind: kindHang} }
+
+// Endless replies with status and Content-Type, writes prefix, then
+// writes filler over and over without ever ending the body, until the
+// client goes away or the server closes: a model stuck in a loop behind a
+// server that streams its output.
+func Endless(status int, contentType, prefix, filler string) Step {
+	return Step{kind: kindEndless, status: status, contentType: contentType, body: []byte(prefix), content: filler}
+}
 
 // Func computes the step from the recorded request, for example to echo the
 // last user message. The returned step may itself be a Func.

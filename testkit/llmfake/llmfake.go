@@ -104,3 +104,8 @@ func Func(fn func(Request) Step) Step { return llmscript.Func(fn) }
 
 // NewGate is [llmscript.NewGate].
 func NewGate() *Gate { return llmscript.NewGate() }
+
+// Endless is [llmscript.Endless].
+func Endless(status int, contentType, prefix, filler string) Step {
+	return llmscript.Endless(status, contentType, prefix, filler)
+}
