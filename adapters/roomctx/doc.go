@@ -8,10 +8,20 @@
 // Markdown-like text, applies edits made by the original author inside the
 // fetched window, shows redacted messages as "[message redacted]", and
 // names every author by display name and user ID. Replies point at the
-// local sequence number of their target, or carry a short excerpt of a
-// target fetched from outside the window, following at most
-// Limits.MaxReplyDepth targets. Characters are budgeted per event and for
-// the whole block, newest history first, and the invocation always stays.
+// local sequence number of their target; the invoking message's reply
+// chain is followed outside the block (at most Limits.MaxReplyDepth
+// targets) and quoted as short excerpts, while a history message's target
+// outside the block is named by ID only. Characters are budgeted per
+// event and for the whole block, and the invocation always stays.
+//
+// Successive blocks of a room share their beginning, so that an LLM
+// server can reuse the prompt prefix it computed: each message renders
+// the same way in every block that holds it (the invoking one is marked),
+// and the block's start stays where the previous block of the room (or
+// thread) began until the budgets force it on, then moves
+// Limits.WindowStepEvents messages at once. [Builder.BuildExcerpt] gives
+// the block in parts, so that a request can leave out its oldest
+// messages when it would not fit the model's window.
 //
 // An invocation in a thread (roompb.Candidate.ThreadRootEventId) gets that
 // thread as its context: the root and the thread's events before the

@@ -7,6 +7,8 @@ import (
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/messages"
 )
 
 // unavailableText is the body of a reply reference whose target cannot be
@@ -16,11 +18,19 @@ const unavailableText = "reply target unavailable"
 // render writes the block: one <message> per turn in order, each with its
 // reply reference. Every attribute value and text is escaped.
 func render(room id.RoomID, turns []*turn, name func(id.UserID) string) string {
-	var w strings.Builder
-	w.WriteString("<room_context")
-	writeAttr(&w, "room_id", string(room))
-	w.WriteString(">\n")
+	return renderExcerpt(room, turns, name).Block()
+}
+
+// renderExcerpt is render in parts: the opening tag, one part per turn,
+// the closing tag.
+func renderExcerpt(room id.RoomID, turns []*turn, name func(id.UserID) string) messages.Excerpt {
+	var open strings.Builder
+	open.WriteString("<room_context")
+	writeAttr(&open, "room_id", string(room))
+	open.WriteString(">\n")
+	ex := messages.Excerpt{Open: open.String(), Close: "</room_context>", Events: make([]string, 0, len(turns))}
 	for _, t := range turns {
+		var w strings.Builder
 		w.WriteString("<message")
 		writeAttr(&w, "sequence", strconv.Itoa(t.seq))
 		writeTurnAttrs(&w, t, name)
@@ -32,9 +42,9 @@ func render(room id.RoomID, turns []*turn, name func(id.UserID) string) string {
 		w.WriteString("\n")
 		writeReply(&w, t.reply, name)
 		w.WriteString("</message>\n")
+		ex.Events = append(ex.Events, w.String())
 	}
-	w.WriteString("</room_context>")
-	return w.String()
+	return ex
 }
 
 // writeTurnAttrs writes the attributes a message and an excerpt share.

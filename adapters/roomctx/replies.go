@@ -13,9 +13,10 @@ const excerptChars = 200
 
 // Reply reference states shown in the block.
 const (
-	statusUnavailable   = "unavailable"    // missing, malformed, redacted, cross-room or no text
-	statusNotFollowed   = "not_followed"   // reply depth or character budget used up
-	statusAlreadyQuoted = "already_quoted" // its excerpt appears elsewhere in the block
+	statusUnavailable   = "unavailable"     // missing, malformed, redacted, cross-room or no text
+	statusNotFollowed   = "not_followed"    // reply depth or character budget used up
+	statusAlreadyQuoted = "already_quoted"  // its excerpt appears elsewhere in the block
+	statusOutside       = "outside_context" // a history message's target, not in the block
 )
 
 // replyRef is what a message says about the message it replies to.
@@ -80,6 +81,22 @@ func (r *resolver) ref(ctx context.Context, target id.EventID) *replyRef {
 	r.remaining -= ex.chars
 	ex.reply = r.ref(ctx, t.replyTo)
 	return &replyRef{eventID: target, target: &ex}
+}
+
+// inBlock resolves a history message's reply to target without following
+// it: by sequence number in the block, else by ID only. The result
+// depends on nothing but target and the block, so the message renders the
+// same way in every block that holds both.
+func (r *resolver) inBlock(target id.EventID) *replyRef {
+	switch {
+	case target == "":
+		return nil
+	case !validEventID(target):
+		return &replyRef{status: statusUnavailable}
+	case r.selected[target] != nil:
+		return &replyRef{seq: r.selected[target].seq}
+	}
+	return &replyRef{eventID: target, status: statusOutside}
 }
 
 // lookup finds a reply target outside the block: in the fetched window,

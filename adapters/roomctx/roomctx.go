@@ -35,8 +35,13 @@ type Limits struct {
 	// lowered to MaxCharacters if larger. Values below 1 count as 1.
 	MaxEventCharacters int
 	// MaxReplyDepth is the most reply targets outside the block that are
-	// followed for one invocation. Zero or less follows none.
+	// followed for the invoking message's reply chain. Zero or less
+	// follows none.
 	MaxReplyDepth int
+	// WindowStepEvents is how far the block's start moves at once (see
+	// [Builder.BuildExcerpt]). Values below 1 count as 1: the block
+	// always starts as far back as the limits allow.
+	WindowStepEvents int
 }
 
 // Fetcher is the part of the Matrix client API the builder reads. The
@@ -59,6 +64,7 @@ type Builder struct {
 	limits Limits
 	log    *slog.Logger
 	memo   *memos // shared by copies from WithLogger
+	starts *starts
 }
 
 // New returns a Builder that reads rooms through f. botUserID is Lisa's own
@@ -69,7 +75,9 @@ func New(f Fetcher, botUserID string, limits Limits) *Builder {
 	limits.MaxCharacters = max(limits.MaxCharacters, 1)
 	limits.MaxEventCharacters = min(max(limits.MaxEventCharacters, 1), limits.MaxCharacters)
 	limits.MaxReplyDepth = max(limits.MaxReplyDepth, 0)
-	return &Builder{fetch: f, bot: id.UserID(botUserID), limits: limits, log: slog.New(slog.DiscardHandler), memo: newMemos(defaultMemoBytes)}
+	limits.WindowStepEvents = min(max(limits.WindowStepEvents, 1), limits.MaxEvents)
+	return &Builder{fetch: f, bot: id.UserID(botUserID), limits: limits, log: slog.New(slog.DiscardHandler), memo: newMemos(defaultMemoBytes),
+		starts: newStarts(maxRememberedStarts)}
 }
 
 // WithLogger returns a copy of b that reports degraded fetches (for
@@ -106,8 +114,27 @@ func (b *Builder) Build(ctx context.Context, c *roompb.Candidate) (string, error
 // Lisa's display name; what cannot be fetched is left empty. It fails
 // only if c lacks a room, event or sender, or if ctx ends.
 func (b *Builder) BuildWithFacts(ctx context.Context, c *roompb.Candidate) (string, messages.RoomFacts, error) {
+	ex, facts, err := b.BuildExcerpt(ctx, c)
+	if err != nil {
+		return "", messages.RoomFacts{}, err
+	}
+	return ex.Block(), facts, nil
+}
+
+// BuildExcerpt is [Builder.BuildWithFacts] with the block in parts: its
+// opening, one part per message (the invoking message last) and its
+// closing. Each message renders the same in every block it appears in
+// while the block's start stays put, except the invoking one, which is
+// marked: messages refer to targets in the block by sequence number and
+// to others by ID only (only the invoking message's reply chain is
+// followed and quoted). The start stays where the previous block of the
+// same room (or thread) began until the limits force it on, and then
+// moves Limits.WindowStepEvents messages at once, so that successive
+// blocks share their beginning; the start is remembered in memory, per
+// room and thread.
+func (b *Builder) BuildExcerpt(ctx context.Context, c *roompb.Candidate) (messages.Excerpt, messages.RoomFacts, error) {
 	if c == nil || c.GetRoomId() == "" || c.GetEventId() == "" || c.GetSender() == "" {
-		return "", messages.RoomFacts{}, errors.New("roomctx: candidate lacks room, event or sender")
+		return messages.Excerpt{}, messages.RoomFacts{}, errors.New("roomctx: candidate lacks room, event or sender")
 	}
 	room := id.RoomID(c.GetRoomId())
 	inv := invocationTurn(c, b.bot, b.limits.MaxEventCharacters, b.memo)
@@ -126,14 +153,14 @@ func (b *Builder) BuildWithFacts(ctx context.Context, c *roompb.Candidate) (stri
 
 	before, state, dropped := b.history(ctx, c, room, inv)
 	if err := ctx.Err(); err != nil {
-		return "", messages.RoomFacts{}, err
+		return messages.Excerpt{}, messages.RoomFacts{}, err
 	}
 	history, window, skipped := parseWindow(before, room, inv.id, b.bot, b.limits.MaxEventCharacters, b.memo)
 	for _, e := range dropped {
 		skipped[e] = true
 	}
 
-	selected := b.selectTurns(inv, history)
+	selected := b.selectTurns(startKey(room, c.GetThreadRootEventId()), inv, history)
 	joined := <-members
 	names := namesOf(room, joined, state)
 	r := &resolver{
@@ -150,19 +177,20 @@ func (b *Builder) BuildWithFacts(ctx context.Context, c *roompb.Candidate) (stri
 		r.selected[t.id] = t
 		r.remaining -= t.chars
 	}
-	// The invocation's reply chain comes first, then the history, newest
-	// first, so limited depth and budget serve the most relevant replies.
+	// Only the invocation's reply chain is followed; the history refers to
+	// its targets, so that each message renders the same way whatever
+	// else the block holds.
 	inv.reply = r.ref(ctx, inv.replyTo)
-	for i := len(selected) - 1; i >= 0; i-- {
-		if t := selected[i]; t != inv {
-			t.reply = r.ref(ctx, t.replyTo)
+	for _, t := range selected {
+		if t != inv {
+			t.reply = r.inBlock(t.replyTo)
 		}
 	}
 	rs := <-roomState
 	if err := ctx.Err(); err != nil {
-		return "", messages.RoomFacts{}, err
+		return messages.Excerpt{}, messages.RoomFacts{}, err
 	}
-	return render(room, selected, names.lookup), b.facts(rs[0], rs[1], joined), nil
+	return renderExcerpt(room, selected, names.lookup), b.facts(rs[0], rs[1], joined), nil
 }
 
 // history returns the events before the invocation, oldest first: its
@@ -248,24 +276,57 @@ func contextLimit(maxEvents int) int {
 	return min(2*maxEvents, maxContextLimit)
 }
 
-// selectTurns applies the budget order of design §11.4: the invocation
-// first, then history newest to oldest while both the event and the
-// character budget allow, returned oldest first.
-func (b *Builder) selectTurns(inv *turn, history []*turn) []*turn {
-	picked := []*turn{inv}
-	used := inv.chars
-	for i := len(history) - 1; i >= 0; i-- {
-		t := history[i]
-		if len(picked)+1 > b.limits.MaxEvents || used+t.chars > b.limits.MaxCharacters {
-			break
+// selectTurns applies the budget order of design §11.4 — the invocation
+// always, then as much history as the event and character budgets allow
+// — returned oldest first, with the block's start moving in steps: the
+// previous block's first message (of key) stays the first while the
+// budgets allow, and when they no longer do, the start moves on by
+// Limits.WindowStepEvents messages until they do. Without a remembered
+// start (the first block of a room, or after a restart), the block starts
+// as far back as the budgets allow.
+func (b *Builder) selectTurns(key string, inv *turn, history []*turn) []*turn {
+	fits := func(from int) bool {
+		if len(history)-from+1 > b.limits.MaxEvents {
+			return false
 		}
-		picked = append(picked, t)
-		used += t.chars
+		used := inv.chars
+		for _, t := range history[from:] {
+			used += t.chars
+		}
+		return used <= b.limits.MaxCharacters
 	}
-	for i, j := 0, len(picked)-1; i < j; i, j = i+1, j-1 {
-		picked[i], picked[j] = picked[j], picked[i]
+	start := -1
+	if first, ok := b.starts.get(key); ok {
+		for i, t := range history {
+			if t.id == first {
+				start = i
+				break
+			}
+		}
 	}
-	return picked
+	if start < 0 {
+		// The fullest block: newest history first, while both fit.
+		start = len(history)
+		used := inv.chars
+		for i := len(history) - 1; i >= 0; i-- {
+			if len(history)-i+1 > b.limits.MaxEvents || used+history[i].chars > b.limits.MaxCharacters {
+				break
+			}
+			used += history[i].chars
+			start = i
+		}
+	}
+	for start < len(history) && !fits(start) {
+		start = min(start+b.limits.WindowStepEvents, len(history))
+	}
+	if start < len(history) {
+		b.starts.put(key, history[start].id)
+	} else {
+		b.starts.put(key, inv.id)
+	}
+	picked := make([]*turn, 0, len(history)-start+1)
+	picked = append(picked, history[start:]...)
+	return append(picked, inv)
 }
 
 // errorStatus describes err for logs without its text, which may hold

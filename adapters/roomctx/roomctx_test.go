@@ -138,7 +138,7 @@ func TestContextRequest(t *testing.T) {
 
 func TestNewClamps(t *testing.T) {
 	got := New(&fakeFetcher{}, testBot, Limits{MaxEvents: -1, MaxCharacters: 0, MaxEventCharacters: 9, MaxReplyDepth: -3}).Limits()
-	want := Limits{MaxEvents: 1, MaxCharacters: 1, MaxEventCharacters: 1, MaxReplyDepth: 0}
+	want := Limits{MaxEvents: 1, MaxCharacters: 1, MaxEventCharacters: 1, MaxReplyDepth: 0, WindowStepEvents: 1}
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -378,15 +378,19 @@ func TestReplies(t *testing.T) {
 				},
 			}
 		},
+		// Issue #30: a history message's target outside the block is
+		// named, not followed, so that the message renders the same in
+		// every block; TestUnusableReplyTargets follows each through the
+		// invoking message.
 		replyTo: "$e14",
 		limits:  func(l *Limits) { l.MaxReplyDepth = 10 },
 		want: []string{
-			`<reply_to event_id="$e1" status="unavailable">`, `<reply_to event_id="$e2" status="unavailable">`,
-			`<reply_to event_id="$e3" status="unavailable">`, `<reply_to event_id="$e4" status="unavailable">`,
-			`<reply_to event_id="$e5" status="unavailable">`, "Lisa?\n<reply_to sequence=\"5\" />",
+			`<reply_to event_id="$e1" status="outside_context" />`, `<reply_to event_id="$e2" status="outside_context" />`,
+			`<reply_to event_id="$e3" status="outside_context" />`, `<reply_to event_id="$e4" status="outside_context" />`,
+			`<reply_to event_id="$e5" status="outside_context" />`, "Lisa?\n<reply_to sequence=\"5\" />",
 		},
 		notWant:  []string{"OTHER ROOM", "REDACTED", "FILE", "EDIT", "WRONG ID"},
-		wantGets: []id.EventID{"$e5", "$e4", "$e3", "$e2", "$e1"},
+		wantGets: nil,
 	}, {
 		name: "target fetched but outside the block comes from the window",
 		env: func(t *testing.T) env {
@@ -401,7 +405,7 @@ func TestReplies(t *testing.T) {
 		replyTo: "$e1",
 		limits:  func(l *Limits) { l.MaxEvents = 3; l.MaxReplyDepth = 10 },
 		want: []string{"Lisa?\n<reply_to event_id=\"$e1\" author_id=\"@alice:hs\" author_name=\"Alice\" timestamp=\"2026-07-25T17:21:00Z\">\nolder, in the window\n</reply_to>",
-			`<reply_to event_id="$e2" status="unavailable">`, `<reply_to event_id="$e3" status="unavailable">`},
+			`<reply_to event_id="$e2" status="outside_context" />`, `<reply_to event_id="$e3" status="outside_context" />`},
 		wantGets: nil,
 	}, {
 		name: "one excerpt per target",
@@ -412,7 +416,7 @@ func TestReplies(t *testing.T) {
 			}
 		},
 		replyTo:  "$e1",
-		want:     []string{"Lisa?\n<reply_to event_id=\"$e1\" author_id", "me too\n<reply_to event_id=\"$e1\" status=\"already_quoted\" />"},
+		want:     []string{"Lisa?\n<reply_to event_id=\"$e1\" author_id", "me too\n<reply_to event_id=\"$e1\" status=\"outside_context\" />"},
 		wantGets: []id.EventID{"$e1"},
 	}, {
 		name: "excerpts are short and use the remaining characters",
@@ -428,7 +432,7 @@ func TestReplies(t *testing.T) {
 		replyTo: "$e1",
 		limits:  func(l *Limits) { l.MaxCharacters = 5 + 10 + excerptChars },
 		want: []string{"\n" + strings.Repeat("a", excerptChars) + truncMarker + "\n",
-			`<reply_to event_id="$e2" status="not_followed" />`},
+			`<reply_to event_id="$e2" status="outside_context" />`},
 		notWant:  []string{"NEVER"},
 		wantGets: []id.EventID{"$e1"},
 	}} {

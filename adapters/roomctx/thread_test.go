@@ -166,7 +166,12 @@ func TestMainTimelineExcludesThreads(t *testing.T) {
 	if got := bodies(t, out); fmt.Sprint(got) != fmt.Sprint([]string{"root of a thread", "main reply to a thread event", "Lisa?"}) {
 		t.Fatalf("block = %q\n%s", got, out)
 	}
-	if strings.Contains(out, "IN THE THREAD") || !strings.Contains(out, `status="unavailable"`) || len(f.gets) != 0 {
+	if strings.Contains(out, "IN THE THREAD") || !strings.Contains(out, `<reply_to event_id="$e2" status="outside_context" />`) || len(f.gets) != 0 {
+		t.Fatalf("thread event leaked or fetched (%v):\n%s", f.gets, out)
+	}
+	// Followed from the invoking message, the thread event is unavailable.
+	out = build(t, f, testLimits(), invocation("Lisa?", "$e2"))
+	if strings.Contains(out, "IN THE THREAD") || !strings.Contains(out, `<reply_to event_id="$e2" status="unavailable">`) || len(f.gets) != 0 {
 		t.Fatalf("thread event leaked or fetched (%v):\n%s", f.gets, out)
 	}
 }
@@ -320,8 +325,8 @@ func TestRedactedNeverEnter(t *testing.T) {
 		events:  map[id.EventID]*event.Event{"$e0": redacted(0, "SECRET target")},
 		members: people(),
 	}
-	out := build(t, f, testLimits(), invocation("Lisa?", ""))
-	if strings.Contains(out, "SECRET") || strings.Count(out, redactedText) != 2 || !strings.Contains(out, `status="unavailable"`) {
+	out := build(t, f, testLimits(), invocation("Lisa?", "$e0"))
+	if strings.Contains(out, "SECRET") || strings.Count(out, redactedText) != 2 || !strings.Contains(out, `<reply_to event_id="$e0" status="unavailable">`) {
 		t.Fatalf("redacted text entered the block:\n%s", out)
 	}
 
