@@ -3,6 +3,8 @@ package invocation
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/lisabot/lisa/messages"
@@ -37,6 +39,9 @@ type AnswererConfig struct {
 	// Location is the persona's time zone (persona.time_zone), given to
 	// the model besides UTC; nil means UTC only.
 	Location *time.Location
+	// Logger receives the one warning that research is off because the
+	// model or server cannot take tools; nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Answerer produces the reply to one invocation: the room context, the
@@ -45,12 +50,20 @@ type AnswererConfig struct {
 // is safe for concurrent use.
 type Answerer struct {
 	cfg AnswererConfig
+	// est learns the model's bytes per token from every invocation.
+	est TokenEstimator
+	// toolsOff is set once the server has said that the model cannot
+	// take tools: from then on, questions are answered without them.
+	toolsOff atomic.Bool
 }
 
 // NewAnswerer returns an Answerer over cfg's ports.
 func NewAnswerer(cfg AnswererConfig) *Answerer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Answerer{cfg: cfg}
 }
@@ -60,12 +73,13 @@ func NewAnswerer(cfg AnswererConfig) *Answerer {
 // retry or report; a run that ends in a fallback, or an answer with
 // nothing renderable, yields the persona's error as the reply.
 func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([]byte, error) {
-	block, room, err := a.buildContext(ctx, c)
+	excerpt, room, err := a.buildContext(ctx, c)
 	if err != nil {
 		return nil, err
 	}
+	block := excerpt.Block()
 	var tools []Tool
-	if s := a.cfg.Sessions; s != nil && a.cfg.Tools != nil {
+	if s := a.cfg.Sessions; s != nil && a.cfg.Tools != nil && !a.toolsOff.Load() {
 		// A fresh session per invocation: its own artifacts, sources and
 		// known URLs. fetch_web_page fetches only URLs known to it: those
 		// of the invoking message and the room context, then of search
@@ -80,21 +94,46 @@ func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([
 		}
 	}
 	facts := Facts{Now: a.cfg.Now(), Location: a.cfg.Location, Room: room}
-	ans, err := Run(ctx, a.cfg.LLM, tools, Prompt{Persona: a.cfg.Persona, ContextBlock: block, Facts: facts}, a.cfg.Limits)
+	lim := a.cfg.Limits
+	lim.Estimator = &a.est
+	prompt := Prompt{Persona: a.cfg.Persona, Excerpt: &excerpt, Facts: facts}
+	ans, err := Run(ctx, a.cfg.LLM, tools, prompt, lim)
+	if err != nil && len(tools) > 0 && messages.LLMCauseOf(err) == messages.CauseToolsUnsupported {
+		// The model cannot take tools: answer from the room alone, with a
+		// system prompt that offers none, and offer none from now on.
+		a.researchOff(ctx)
+		ans, err = Run(ctx, a.cfg.LLM, nil, prompt, lim)
+	}
 	if err != nil {
 		return nil, err // transient failures are retried; the last attempt's failure becomes generic_error
 	}
 	return a.render(ctx, c, ans)
 }
 
-// buildContext builds the context block, with the room facts when the
-// builder can give them.
-func (a *Answerer) buildContext(ctx context.Context, c *roompb.Candidate) (string, messages.RoomFacts, error) {
+// researchOff turns the tools off for good (until a restart), with one
+// warning that says why and what to change.
+func (a *Answerer) researchOff(ctx context.Context) {
+	if a.toolsOff.Swap(true) {
+		return
+	}
+	a.cfg.Logger.WarnContext(ctx, "research is off: the LLM server says the model cannot take tools; questions are answered from the room alone until Lisa restarts",
+		"code", messages.CodeLLMRejected, "cause", messages.CauseToolsUnsupported,
+		"fix", "use a model whose chat template supports tools (Ollama: one that lists the tools capability), start llama-server with --jinja, or vLLM with --enable-auto-tool-choice --tool-call-parser …")
+}
+
+// buildContext builds the context in parts when the builder can give
+// them, else as one block, with the room facts when the builder can give
+// them.
+func (a *Answerer) buildContext(ctx context.Context, c *roompb.Candidate) (messages.Excerpt, messages.RoomFacts, error) {
+	if eb, ok := a.cfg.Context.(ExcerptBuilder); ok {
+		return eb.BuildExcerpt(ctx, c)
+	}
 	if fb, ok := a.cfg.Context.(FactsBuilder); ok {
-		return fb.BuildWithFacts(ctx, c)
+		block, room, err := fb.BuildWithFacts(ctx, c)
+		return messages.Excerpt{Open: block}, room, err
 	}
 	block, err := a.cfg.Context.Build(ctx, c)
-	return block, messages.RoomFacts{}, err
+	return messages.Excerpt{Open: block}, messages.RoomFacts{}, err
 }
 
 // render makes the reply content for ans, replacing fallbacks and

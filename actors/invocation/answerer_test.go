@@ -212,10 +212,13 @@ func TestAnswererFailures(t *testing.T) {
 		lim   Limits
 		want  string
 	}{
-		{"generic", []step{text("prose"), text("more prose")}, Limits{}, "$e @u:hs: GENERIC"},
+		// No answer at all, even after the repair: the persona's error.
+		{"generic", []step{text(""), text(`{"markdown": "cut off`)}, Limits{}, "$e @u:hs: GENERIC"},
+		// Prose, even after the repair, is the answer (issue #30).
+		{"prose twice is the answer", []step{text("prose"), text("more prose")}, Limits{}, "$e @u:hs: more prose"},
 		{"overload", []step{calls(call("1", "nope", "{}"))}, Limits{MaxIterations: 1}, "$e @u:hs: OVERLOAD"},
 		{"unrenderable", []step{final("UNRENDERABLE")}, Limits{}, "$e @u:hs: GENERIC"},
-		{"fallback drops sources", []step{calls(call("1", "web_search", `{"query":"q"}`)), text("x"), text("y")}, Limits{}, "$e @u:hs: GENERIC"},
+		{"fallback drops sources", []step{calls(call("1", "web_search", `{"query":"q"}`)), text(""), text("")}, Limits{}, "$e @u:hs: GENERIC"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := NewAnswerer(AnswererConfig{Context: fixedContext{}, LLM: newFakeLLM(c.steps...), Render: textRenderer{}, Limits: c.lim,

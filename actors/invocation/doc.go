@@ -22,9 +22,26 @@
 // Run owns its conversation, tool registry, source registry and counters,
 // so concurrent runs cannot see each other's data. Budgets ([Limits])
 // bound LLM requests, tool calls, request size, answer size and tool
-// output. A run that exhausts a budget ends with
-// [messages.FallbackOverload]; a final answer that is still malformed
-// after one repair request ends with [messages.FallbackGeneric]; failures
-// of the LLM itself are returned as errors for the invocation layer to
-// retry or report.
+// output, and every request is made to fit the model's context window
+// (Limits.ContextWindowTokens less MaxOutputTokens, estimated from bytes
+// by a [TokenEstimator] that learns from the server's prompt_tokens): the
+// room excerpt's oldest events go first, tool output is shortened next,
+// the system prompt and the invoking message always stay. What changes
+// with every invocation (the time, the room's details, which message to
+// answer) follows the excerpt, so that an LLM server can reuse the prompt
+// prefix of the previous invocation.
+//
+// Real models do not always keep the answer contract. The answer is the
+// first JSON object with a "markdown" string in the reply, wherever it
+// stands; without one, Run asks once more (a repair request in which no
+// tool may be called, with the answer's schema for structured output).
+// After that, plain prose is posted as the answer (logged as
+// final_not_json), and so is a well-formed answer whose only fault is its
+// citations; where pages were fetched, the host lists them as Sources. A
+// refusal is the answer as it is. A run that exhausts a budget ends with
+// [messages.FallbackOverload]; a run with no answer at all (an empty or
+// cut-off reply) ends with [messages.FallbackGeneric]; failures of the LLM
+// itself are returned as errors for the invocation layer to retry or
+// report. The [Answerer] answers without tools, from then on, once the
+// server says the model cannot take them.
 package invocation

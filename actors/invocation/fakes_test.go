@@ -26,7 +26,7 @@ func newFakeLLM(steps ...step) *fakeLLM { return &fakeLLM{steps: steps} }
 func (f *fakeLLM) Chat(_ context.Context, req messages.ChatRequest) (messages.ChatResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	cp := messages.ChatRequest{Messages: slices.Clone(req.Messages), Tools: slices.Clone(req.Tools)}
+	cp := messages.ChatRequest{Messages: slices.Clone(req.Messages), Tools: slices.Clone(req.Tools), AnswerOnly: req.AnswerOnly, AnswerSchema: req.AnswerSchema}
 	for i := range cp.Messages {
 		cp.Messages[i].ToolCalls = slices.Clone(cp.Messages[i].ToolCalls)
 	}

@@ -113,35 +113,113 @@ type finalAnswer struct {
 	SourceURLs json.RawMessage `json:"source_urls"`
 }
 
-// parseFinal validates the model's final text. On failure it returns a
-// short description of the problem for the repair request. Reasoning
+// finalReply is what parseFinal made of the model's final text.
+type finalReply struct {
+	// markdown and urls are the answer, when problem is "".
+	markdown string
+	urls     []string
+	// problem says what was wrong, for the repair request.
+	problem string
+	// prose is the text to post when the repair did not help either:
+	// the whole reply when it is plain prose (not cut off, not a broken
+	// JSON object, within the size limit); "" otherwise.
+	prose string
+}
+
+// parseFinal validates the model's final text. The answer is the first
+// top-level JSON object in it that parses and has a "markdown" string:
+// the whole text, inside a code fence, or wrapped in prose. Reasoning
 // before the answer (<think>…</think>, see [messages.StripReasoning]) is
-// removed first; reasoning that never closes leaves no answer.
-func parseFinal(content string, maxChars int) (markdown string, urls []string, problem string) {
-	s := stripFence(strings.TrimSpace(messages.StripReasoning(content)))
+// removed first; reasoning that never closes leaves no answer. finish is
+// the server's finish reason: a reply cut off at the token limit is never
+// prose.
+func parseFinal(content, finish string, maxChars int) finalReply {
+	s := strings.TrimSpace(messages.StripReasoning(content))
 	if s == "" {
-		return "", nil, "the reply was empty"
+		if finish == messages.FinishLength {
+			return finalReply{problem: "the reply was cut off at the output token limit before any answer; answer more briefly"}
+		}
+		return finalReply{problem: "the reply was empty"}
 	}
-	var fa finalAnswer
-	if err := json.Unmarshal([]byte(s), &fa); err != nil || !strings.HasPrefix(s, "{") {
-		return "", nil, "the reply was not a single JSON object"
+	fa, found := findAnswer(stripFence(s))
+	if !found {
+		fa, found = findAnswer(s)
 	}
-	if fa.Markdown == nil {
-		return "", nil, `the "markdown" field was missing or not a string`
+	if !found {
+		out := finalReply{problem: "the reply was not a single JSON object"}
+		switch {
+		case finish == messages.FinishLength:
+			out.problem = "the reply was cut off at the output token limit before the JSON object was complete; send a shorter answer"
+		case !strings.HasPrefix(stripFence(s), "{") && utf8.RuneCountInString(s) <= maxChars:
+			out.prose = s
+		}
+		return out
 	}
 	md := strings.TrimSpace(*fa.Markdown)
 	if md == "" {
-		return "", nil, `the "markdown" field was empty`
+		return finalReply{problem: `the "markdown" field was empty`}
 	}
 	if n := utf8.RuneCountInString(md); n > maxChars {
-		return "", nil, fmt.Sprintf(`the "markdown" field had %d characters, more than the limit of %d`, n, maxChars)
+		return finalReply{problem: fmt.Sprintf(`the "markdown" field had %d characters, more than the limit of %d`, n, maxChars)}
 	}
+	var urls []string
 	if len(fa.SourceURLs) > 0 && string(fa.SourceURLs) != "null" {
 		if err := json.Unmarshal(fa.SourceURLs, &urls); err != nil {
-			return "", nil, `the "source_urls" field was not a list of strings`
+			return finalReply{problem: `the "source_urls" field was not a list of strings`}
 		}
 	}
-	return md, urls, ""
+	return finalReply{markdown: md, urls: urls}
+}
+
+// findAnswer returns the first top-level JSON object of s that parses and
+// has a "markdown" string. Objects nested in another are not candidates;
+// one that does not parse is skipped as a whole.
+func findAnswer(s string) (finalAnswer, bool) {
+	for i := 0; i < len(s); {
+		start := strings.IndexByte(s[i:], '{')
+		if start < 0 {
+			break
+		}
+		start += i
+		end := matchBrace(s, start)
+		if end < 0 {
+			break
+		}
+		var fa finalAnswer
+		if json.Unmarshal([]byte(s[start:end+1]), &fa) == nil && fa.Markdown != nil {
+			return fa, true
+		}
+		i = end + 1
+	}
+	return finalAnswer{}, false
+}
+
+// matchBrace returns the index of the brace that closes the object
+// opening at s[start], honouring JSON strings and their escapes, or -1.
+func matchBrace(s string, start int) int {
+	depth, inString, escaped := 0, false, false
+	for i := start; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // stripFence removes a Markdown code fence (``` or ```json) around s.

@@ -2,25 +2,43 @@ package invocation
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/lisabot/lisa/messages"
 )
 
 // run is the state of one invocation; nothing in it is shared between
-// runs.
+// runs except the token estimator, which only learns.
 type run struct {
-	llm       LLM
-	reg       *registry
-	lim       Limits
-	sources   *sourceSet
-	msgs      []messages.ChatMessage
-	specChars int
-	calls     int // tool calls counted so far
-	iters     int // LLM requests sent so far
-	callIDs   map[string]bool
+	llm     LLM
+	reg     *registry
+	lim     Limits
+	est     *TokenEstimator
+	sources *sourceSet
+	// fetched are the pages successful tool calls downloaded, in order:
+	// the Sources the host lists when the answer cites nothing usable.
+	fetched []string
+	// system is the system prompt; intro, excerpt and tail make the first
+	// user message (see contextIntro).
+	system, intro, tail string
+	excerpt             messages.Excerpt
+	// turns are the messages after the first user message.
+	turns   []turn
+	calls   int // tool calls counted so far
+	iters   int // LLM requests sent so far
+	callIDs map[string]bool
+}
+
+// turn is one message after the first user message; a tool message keeps
+// its result, so that it can be sent shorter when the window needs room.
+type turn struct {
+	msg     messages.ChatMessage
+	result  *messages.ToolResult
+	sources []string
 }
 
 // Run is the LLM tool loop of one invocation. It sends the system prompt
@@ -28,12 +46,24 @@ type run struct {
 // sequentially in the model's order, and validates the final JSON answer,
 // asking for one repair if it is unusable.
 //
-// Exhausting MaxIterations or MaxToolCalls, or a conversation that no
-// longer fits MaxRequestCharacters, ends the run with
-// messages.FallbackOverload; an answer still unusable after the repair (or
-// with no iteration left for one) ends it with messages.FallbackGeneric.
-// Neither is an error. Errors are LLM failures, returned unchanged for the
-// caller to classify, and the context's error when ctx ends between steps.
+// Every request is made to fit the model's window (Limits) first: the
+// room excerpt's oldest events go first, tool output is shortened next;
+// the system prompt and the invoking message always stay. Exhausting
+// MaxIterations or MaxToolCalls, or a conversation that fits neither the
+// window nor MaxRequestCharacters, ends the run with
+// messages.FallbackOverload.
+//
+// The final answer is the first JSON object with a "markdown" string in
+// the model's text (alone, fenced, or wrapped in prose). A reply without
+// one is asked for again once (a repair request, in which no tool may be
+// called). After that, a reply in plain prose is the answer, and so is a
+// well-formed answer whose only fault is its citations: where web pages
+// were fetched, the host lists them as the Sources. Only no answer at
+// all (an empty or cut-off reply, a broken object) ends the run with
+// messages.FallbackGeneric. A refusal is the answer as it is. None of
+// these is an error. Errors are LLM failures, returned unchanged for the
+// caller to classify, and the context's error when ctx ends between
+// steps.
 func Run(ctx context.Context, llm LLM, tools []Tool, p Prompt, lim Limits) (messages.Answer, error) {
 	if llm == nil {
 		return messages.Answer{}, &messages.Error{Code: messages.CodeInternal, Message: "no LLM configured", Permanent: true}
@@ -46,15 +76,13 @@ func Run(ctx context.Context, llm LLM, tools []Tool, p Prompt, lim Limits) (mess
 		llm:     llm,
 		reg:     reg,
 		lim:     lim.withDefaults(),
+		est:     lim.Estimator,
 		sources: newSourceSet(),
 		callIDs: map[string]bool{},
-		msgs: []messages.ChatMessage{
-			{Role: messages.RoleSystem, Content: SystemPrompt(p.Persona, reg.specs)},
-			{Role: messages.RoleUser, Content: contextMessage(p.ContextBlock, p.Facts)},
-		},
-	}
-	for _, s := range reg.specs {
-		r.specChars += utf8.RuneCountInString(s.Name) + utf8.RuneCountInString(s.Description) + utf8.RuneCount(s.Parameters)
+		system:  SystemPrompt(p.Persona, reg.specs),
+		intro:   contextIntro,
+		tail:    contextTail(p.Facts),
+		excerpt: p.excerpt(),
 	}
 	return r.loop(ctx)
 }
@@ -65,7 +93,11 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 		if r.iters >= r.lim.MaxIterations {
 			return fallback(ctx, messages.FallbackOverload, reasonMaxIterations), nil
 		}
-		if r.requestChars() > r.lim.MaxRequestCharacters {
+		msgs, ok := r.fit(ctx)
+		if !ok {
+			return fallback(ctx, messages.FallbackOverload, reasonWindow), nil
+		}
+		if requestChars(msgs, r.reg.specs) > r.lim.MaxRequestCharacters {
 			return fallback(ctx, messages.FallbackOverload, reasonRequestSize), nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -75,13 +107,18 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 			return messages.Answer{}, err
 		}
 		r.iters++
-		resp, err := r.llm.Chat(ctx, messages.ChatRequest{Messages: slices.Clone(r.msgs), Tools: slices.Clone(r.reg.specs)})
+		req := messages.ChatRequest{Messages: msgs, Tools: slices.Clone(r.reg.specs), AnswerOnly: repaired && len(r.reg.specs) > 0, AnswerSchema: answerSchema}
+		resp, err := r.llm.Chat(ctx, req)
 		if err != nil {
 			return messages.Answer{}, err
 		}
+		r.est.Observe(requestBytes(msgs, r.reg.specs), resp.Usage.PromptTokens, r.budget())
 		attemptFrom(ctx).llmResponse(resp.Usage)
 
-		if len(resp.ToolCalls) > 0 {
+		if len(resp.ToolCalls) > 0 && !req.AnswerOnly {
+			if resp.TextToolCalls {
+				attemptFrom(ctx).textToolCalls(len(resp.ToolCalls))
+			}
 			// No request would be left to use the results: don't run them.
 			if r.iters >= r.lim.MaxIterations {
 				return fallback(ctx, messages.FallbackOverload, reasonMaxIterations), nil
@@ -95,32 +132,72 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 			continue
 		}
 
-		md, proposed, problem := parseFinal(resp.Content, r.lim.MaxResponseCharacters)
-		var valid []string
-		if problem == "" {
-			valid = r.sources.filter(proposed)
-			problem = r.citationProblem(proposed, valid)
+		if resp.Refusal != "" && strings.TrimSpace(messages.StripReasoning(resp.Content)) == "" {
+			return r.answer(ctx, resp.Refusal, nil, formRefusal), nil
 		}
-		if problem == "" {
-			ans := messages.Answer{Markdown: md, SourceURLs: valid}
-			for _, u := range valid {
-				if t := r.sources.title(u); t != "" {
-					if ans.Titles == nil {
-						ans.Titles = map[string]string{}
-					}
-					ans.Titles[u] = t
-				}
+		fin := parseFinal(resp.Content, resp.FinishReason, r.lim.MaxResponseCharacters)
+		last := repaired || r.iters >= r.lim.MaxIterations
+		if fin.problem == "" {
+			valid := r.sources.filter(fin.urls)
+			problem := r.citationProblem(fin.urls, valid)
+			switch {
+			case problem == "":
+				return r.answer(ctx, fin.markdown, valid, formJSON), nil
+			case last:
+				// Well formed, cites nothing usable: the host lists the
+				// pages it fetched instead of refusing the answer.
+				return r.answer(ctx, fin.markdown, nil, formHostSources), nil
 			}
-			return ans, nil
-		}
-		if repaired || r.iters >= r.lim.MaxIterations {
+			fin.problem = problem
+		} else if last {
+			if fin.prose != "" {
+				attemptFrom(ctx).finalNotJSON(ctx)
+				return r.answer(ctx, fin.prose, nil, formProse), nil
+			}
 			return fallback(ctx, messages.FallbackGeneric, reasonInvalidAnswer), nil
 		}
 		repaired = true
-		r.msgs = append(r.msgs,
-			messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content)},
-			messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(problem, r.lim.MaxResponseCharacters)})
+		r.turns = append(r.turns,
+			turn{msg: messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content)}},
+			turn{msg: messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(fin.problem, r.lim.MaxResponseCharacters)}})
 	}
+}
+
+// Forms of a final answer, logged with the attempt.
+const (
+	// formJSON: the answer contract, with valid citations.
+	formJSON = "json"
+	// formHostSources: the answer contract whose citations were unusable
+	// even after the repair; the host lists the fetched pages.
+	formHostSources = "json_host_sources"
+	// formProse: plain prose after the repair (final_not_json); the host
+	// lists the fetched pages.
+	formProse = "prose"
+	// formRefusal: the model's refusal, as it is.
+	formRefusal = "refusal"
+)
+
+// answer returns a final answer in form: markdown with the cited valid
+// URLs (formJSON), with the pages this run fetched as Sources
+// (formHostSources, formProse), or with none (formRefusal).
+func (r *run) answer(ctx context.Context, markdown string, cited []string, form string) messages.Answer {
+	switch form {
+	case formHostSources, formProse:
+		cited = r.fetched
+	case formRefusal:
+		cited = nil
+	}
+	attemptFrom(ctx).answered(form, len(cited))
+	ans := messages.Answer{Markdown: strings.TrimSpace(markdown), SourceURLs: slices.Clone(cited)}
+	for _, u := range ans.SourceURLs {
+		if t := r.sources.title(u); t != "" {
+			if ans.Titles == nil {
+				ans.Titles = map[string]string{}
+			}
+			ans.Titles[u] = t
+		}
+	}
+	return ans
 }
 
 // fallback records the fallback f of the attempt in ctx, and returns it
@@ -146,18 +223,18 @@ func (r *run) citationProblem(proposed, valid []string) string {
 	return ""
 }
 
-// runTools records the assistant's calls and appends one bounded tool
-// message per call, executing the calls one after another.
+// runTools records the assistant's calls and appends one tool message per
+// call, executing the calls one after another.
 func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 	calls := slices.Clone(resp.ToolCalls)
 	for i := range calls {
 		for n := r.calls + i; calls[i].ID == "" || r.callIDs[calls[i].ID]; n++ {
-			calls[i].ID = "call_lisa_" + strconv.Itoa(n)
+			calls[i].ID = callID(n)
 		}
 		r.callIDs[calls[i].ID] = true
 	}
 	// Reasoning is not sent back: it is the model's, not the conversation's.
-	r.msgs = append(r.msgs, messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content), ToolCalls: calls})
+	r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content), ToolCalls: calls}})
 	for _, c := range calls {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -173,20 +250,42 @@ func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 		if res.OK {
 			sources = r.sources.add(res.SourceURLs)
 			r.sources.addTitles(res.SourceTitles)
+			for _, u := range r.sources.filter(res.Fetched) {
+				if !slices.Contains(r.fetched, u) {
+					r.fetched = append(r.fetched, u)
+				}
+			}
 		}
-		r.msgs = append(r.msgs, messages.ChatMessage{
-			Role:       messages.RoleTool,
-			ToolCallID: c.ID,
-			Content:    encodeResult(res, sources, r.lim.MaxToolOutputCharacters),
-		})
+		r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleTool, ToolCallID: c.ID}, result: &res, sources: sources})
 	}
 	return nil
 }
 
-// requestChars counts the characters the next request would carry.
-func (r *run) requestChars() int {
-	n := r.specChars
-	for _, m := range r.msgs {
+// callID is the ID Lisa gives the n-th tool call of a run that came
+// without one (or with one already used): nine letters and digits, the
+// form Mistral's API and templates require of every ID.
+func callID(n int) string {
+	s := strconv.Itoa(n)
+	if len(s) > 5 {
+		s = s[len(s)-5:]
+	}
+	return "lisa" + strings.Repeat("0", 5-len(s)) + s
+}
+
+// budget is the prompt tokens a request may take: the window less the
+// answer's room.
+func (r *run) budget() int {
+	return r.lim.ContextWindowTokens - r.lim.MaxOutputTokens
+}
+
+// requestChars counts the characters of a request: every message's
+// content, every tool call's ID, name and arguments, and the tool specs.
+func requestChars(msgs []messages.ChatMessage, specs []messages.ToolSpec) int {
+	n := 0
+	for _, s := range specs {
+		n += utf8.RuneCountInString(s.Name) + utf8.RuneCountInString(s.Description) + utf8.RuneCount(s.Parameters)
+	}
+	for _, m := range msgs {
 		n += utf8.RuneCountInString(m.Content) + utf8.RuneCountInString(m.ToolCallID)
 		for _, c := range m.ToolCalls {
 			n += utf8.RuneCountInString(c.ID) + utf8.RuneCountInString(c.Name) + utf8.RuneCountInString(c.Arguments)
@@ -194,3 +293,7 @@ func (r *run) requestChars() int {
 	}
 	return n
 }
+
+// answerSchema is the JSON schema of the final answer, sent as structured
+// output where the server supports it and no tool may be called.
+var answerSchema = json.RawMessage(`{"type":"object","properties":{"markdown":{"type":"string"},"source_urls":{"type":"array","items":{"type":"string"}}},"required":["markdown","source_urls"],"additionalProperties":false}`)

@@ -28,6 +28,15 @@ type FactsBuilder interface {
 	BuildWithFacts(ctx context.Context, c *roompb.Candidate) (string, messages.RoomFacts, error)
 }
 
+// ExcerptBuilder is an optional capability of a [ContextBuilder]: the
+// context in parts (so that a request can leave out its oldest events
+// when it would not fit the model's window) with the room's facts.
+type ExcerptBuilder interface {
+	// BuildExcerpt returns the context for the invoking event of c in
+	// parts, the invoking message last, and the room's facts.
+	BuildExcerpt(ctx context.Context, c *roompb.Candidate) (messages.Excerpt, messages.RoomFacts, error)
+}
+
 // LLM sends one chat-completion request. Implementations classify their
 // failures as *messages.Error values and must be safe for concurrent use.
 type LLM interface {
@@ -93,6 +102,17 @@ type Limits struct {
 	MaxResponseCharacters int
 	// MaxToolOutputCharacters bounds the content of one tool result.
 	MaxToolOutputCharacters int
+	// ContextWindowTokens is the model's window: every request's prompt
+	// stays within it less MaxOutputTokens, as Estimator estimates it. A
+	// negative value turns the check off.
+	ContextWindowTokens int
+	// MaxOutputTokens is the room kept in the window for the answer
+	// (llm.max_output_tokens).
+	MaxOutputTokens int
+	// Estimator estimates prompt tokens; share one between runs so that
+	// what it learns from the server's counts carries over. Nil starts
+	// from InitialBytesPerToken every time.
+	Estimator *TokenEstimator
 }
 
 // Defaults for the fields of [Limits].
@@ -102,6 +122,8 @@ const (
 	DefaultMaxRequestCharacters    = 120000
 	DefaultMaxResponseCharacters   = 12000
 	DefaultMaxToolOutputCharacters = 30000
+	DefaultContextWindowTokens     = 8192
+	DefaultMaxOutputTokens         = 1024
 )
 
 // withDefaults replaces non-positive fields with their defaults.
@@ -116,6 +138,10 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxRequestCharacters, DefaultMaxRequestCharacters)
 	def(&l.MaxResponseCharacters, DefaultMaxResponseCharacters)
 	def(&l.MaxToolOutputCharacters, DefaultMaxToolOutputCharacters)
+	if l.ContextWindowTokens == 0 {
+		l.ContextWindowTokens = DefaultContextWindowTokens
+	}
+	def(&l.MaxOutputTokens, DefaultMaxOutputTokens)
 	return l
 }
 
@@ -125,10 +151,23 @@ type Prompt struct {
 	// policy and cannot override it.
 	Persona string
 	// ContextBlock is the bounded room context built by the context
-	// builder; it is given to the model as untrusted data.
+	// builder; it is given to the model as untrusted data. Excerpt, when
+	// set, replaces it with the same block in parts, so that its oldest
+	// events can be left out when a request would not fit the window.
 	ContextBlock string
+	// Excerpt is the room context in parts (see ContextBlock).
+	Excerpt *messages.Excerpt
 	// Facts are given to the model ahead of the context block.
 	Facts Facts
+}
+
+// excerpt returns the room context in parts: Excerpt, or ContextBlock as
+// one part that cannot be shortened.
+func (p Prompt) excerpt() messages.Excerpt {
+	if p.Excerpt != nil {
+		return *p.Excerpt
+	}
+	return messages.Excerpt{Open: p.ContextBlock}
 }
 
 // Facts are what the model is told about the moment and the room, in

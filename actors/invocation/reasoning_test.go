@@ -73,11 +73,11 @@ func TestRunStripsReasoning(t *testing.T) {
 }
 
 func TestParseFinalReasoning(t *testing.T) {
-	md, urls, problem := parseFinal("<think>x</think>\n"+`{"markdown":"a","source_urls":["https://a.example/"]}`, 100)
-	if md != "a" || len(urls) != 1 || problem != "" {
-		t.Errorf("parseFinal = %q, %v, %q", md, urls, problem)
+	fr := parseFinal("<think>x</think>\n"+`{"markdown":"a","source_urls":["https://a.example/"]}`, "stop", 100)
+	if fr.markdown != "a" || len(fr.urls) != 1 || fr.problem != "" {
+		t.Errorf("parseFinal = %+v", fr)
 	}
-	if _, _, problem := parseFinal("<think>never closed", 100); problem != "the reply was empty" {
-		t.Errorf("unclosed reasoning: problem = %q", problem)
+	if fr := parseFinal("<think>never closed", "stop", 100); fr.problem != "the reply was empty" || fr.prose != "" {
+		t.Errorf("unclosed reasoning: %+v", fr)
 	}
 }

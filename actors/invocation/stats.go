@@ -15,12 +15,17 @@ const (
 	reasonMaxIterations = "max_iterations"
 	reasonMaxToolCalls  = "max_tool_calls"
 	reasonRequestSize   = "request_too_large"
+	reasonWindow        = "context_window"
 	reasonInvalidAnswer = "invalid_answer"
 	reasonUnrenderable  = "unrenderable"
 )
 
 // toolOK is the outcome counted for a successful tool call.
 const toolOK = "ok"
+
+// codeFinalNotJSON is logged (and counted in the attempt's line) when the
+// model's prose is posted because it never sent the answer contract.
+const codeFinalNotJSON = "final_not_json"
 
 // attempt records what one attempt did — LLM requests, tool calls by
 // outcome, reported tokens, a fallback — for the attempt's final log
@@ -40,6 +45,14 @@ type attempt struct {
 	usageReported    bool
 	fallback         messages.Fallback
 	reason           string
+	// form is how the final answer came (formJSON, formProse, …); ""
+	// without one.
+	form          string
+	hostSources   bool
+	proseAnswers  int
+	textCalls     int
+	eventsDropped int
+	toolsCut      bool
 }
 
 // attemptKey keys the attempt in a context.
@@ -106,6 +119,53 @@ func (a *attempt) fellBack(ctx context.Context, f messages.Fallback, reason stri
 	a.fallback, a.reason = f, reason
 }
 
+// textToolCalls counts tool calls read from the model's text.
+func (a *attempt) textToolCalls(n int) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.textCalls += n
+}
+
+// finalNotJSON records and logs that the model answered in prose even
+// after the repair request, and that its prose is posted.
+func (a *attempt) finalNotJSON(ctx context.Context) {
+	if a == nil {
+		return
+	}
+	a.log.WarnContext(ctx, "the model answered in prose after the repair request; posting its text as the answer", "code", codeFinalNotJSON)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.proseAnswers++
+}
+
+// answered records how the final answer came and whether the host listed
+// the sources.
+func (a *attempt) answered(form string, sources int) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.form = form
+	a.hostSources = form != formJSON && sources > 0
+}
+
+// trimmed records that a request left out the excerpt's oldest events,
+// or shortened tool output, to fit the model's window (the most of each
+// over the attempt).
+func (a *attempt) trimmed(events int, toolsCut bool) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.eventsDropped = max(a.eventsDropped, events)
+	a.toolsCut = a.toolsCut || toolsCut
+}
+
 // logAttrs returns the counts for the final log line: iterations, tool
 // calls in all and by outcome, the fallback if any, and the tokens if the
 // server reported them.
@@ -124,6 +184,21 @@ func (a *attempt) logAttrs() []any {
 	attrs := []any{"iterations", a.iterations, "tool_calls", calls, "tool_calls_failed", failed, slog.Group("tool_outcomes", outcomes...)}
 	if a.fallback != messages.FallbackNone {
 		attrs = append(attrs, "fallback", a.fallback.String(), "fallback_reason", a.reason)
+	}
+	if a.form != "" {
+		attrs = append(attrs, "answer_form", a.form)
+	}
+	if a.hostSources {
+		attrs = append(attrs, "sources_by_host", true)
+	}
+	if a.proseAnswers > 0 {
+		attrs = append(attrs, codeFinalNotJSON, a.proseAnswers)
+	}
+	if a.textCalls > 0 {
+		attrs = append(attrs, "text_tool_calls", a.textCalls)
+	}
+	if a.eventsDropped > 0 || a.toolsCut {
+		attrs = append(attrs, "window_events_dropped", a.eventsDropped, "window_tool_output_cut", a.toolsCut)
 	}
 	if a.usageReported {
 		attrs = append(attrs, "prompt_tokens", a.promptTokens, "completion_tokens", a.completionTokens)

@@ -75,7 +75,7 @@ func TestAttemptLogLine(t *testing.T) {
 		), 100, 10),
 		withUsage(calls(call("4", "web_search", `{"query":"again"}`)), 200, 20),
 		withUsage(text("SECRET prose, not JSON"), 300, 30),
-		text("still SECRET prose"), // no usage reported
+		text(`{"markdown": "still SECRET, cut off`), // no usage reported; no answer
 	)
 	search := newTool("web_search", func(args json.RawMessage) messages.ToolResult {
 		if strings.Contains(string(args), "again") {
@@ -183,8 +183,11 @@ func TestPromptFacts(t *testing.T) {
 			t.Errorf("user message lacks %q:\n%s", want, user)
 		}
 	}
-	if strings.Count(user, "<host_facts>") != 1 || !strings.HasSuffix(user, "<room_context/>") ||
-		strings.Index(user, "<host_facts>") > strings.Index(user, "<room_details") {
+	// Issue #30: what changes every time comes after the room excerpt, so
+	// that a server can reuse the prompt prefix; details, then facts.
+	if strings.Count(user, "<host_facts>") != 1 || !strings.HasPrefix(user, contextIntro+"<room_context/>") ||
+		strings.Index(user, "<room_details") > strings.Index(user, "<host_facts>") ||
+		!strings.HasSuffix(user, `marked invocation="true"), following the host policy.`) {
 		t.Errorf("user message layout:\n%s", user)
 	}
 	later := first(Facts{Now: now.Add(26 * time.Hour), Location: berlin, Room: room})
