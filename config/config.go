@@ -86,8 +86,23 @@ type LLMConfig struct {
 	// MaxToolCalls bounds the tool calls of one invocation, failed and
 	// invalid calls included.
 	MaxToolCalls int `koanf:"max_tool_calls"`
-	// Temperature is the sampling temperature, 0..2.
-	Temperature float64 `koanf:"temperature"`
+	// Temperature is the sampling temperature, 0..2; nil (the key left
+	// out) sends none, so the server uses its default: some models refuse
+	// any other value.
+	Temperature *float64 `koanf:"temperature"`
+	// TokenLimitParameter names the request field MaxOutputTokens is sent
+	// in: "max_tokens" or "max_completion_tokens" (OpenAI's reasoning
+	// models refuse max_tokens).
+	TokenLimitParameter string `koanf:"token_limit_parameter"`
+	// ResponseFormat is the structured output asked for on requests in
+	// which no tool may be called: "json_schema", "json_object" or "none".
+	ResponseFormat string `koanf:"response_format"`
+	// TextToolCalls makes Lisa run tool calls the model writes into its
+	// text (<tool_call>…</tool_call>) when the server did not parse them.
+	TextToolCalls bool `koanf:"text_tool_calls"`
+	// ContextWindowTokens is the model's context window: every request
+	// stays within it less MaxOutputTokens.
+	ContextWindowTokens int `koanf:"context_window_tokens"`
 }
 
 // PersonaConfig is the [persona] section.
@@ -116,6 +131,11 @@ type ContextConfig struct {
 	MaxEventCharacters int `koanf:"max_event_characters"`
 	// MaxReplyDepth bounds how far reply chains are followed.
 	MaxReplyDepth int `koanf:"max_reply_depth"`
+	// WindowStepEvents is how far the excerpt's start moves at once: it
+	// stays put while the window fills up and then moves this many events,
+	// so successive requests share their beginning (a prompt prefix an LLM
+	// server can reuse).
+	WindowStepEvents int `koanf:"window_step_events"`
 }
 
 // SearchConfig is the [search] section. Web search is optional: with an

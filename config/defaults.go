@@ -26,7 +26,10 @@ func Default() Config {
 			MaxResponseCharacters: 12_000,
 			MaxIterations:         8,
 			MaxToolCalls:          6,
-			Temperature:           0.7,
+			TokenLimitParameter:   "max_tokens",
+			ResponseFormat:        "json_schema",
+			TextToolCalls:         true,
+			ContextWindowTokens:   8192,
 		},
 		Persona: PersonaConfig{
 			GenericError:  "Oh dear, I lost my train of thought there. Could you ask me once more?",
@@ -38,6 +41,7 @@ func Default() Config {
 			MaxCharacters:      24_000,
 			MaxEventCharacters: 4_000,
 			MaxReplyDepth:      2,
+			WindowStepEvents:   10,
 		},
 		Search: SearchConfig{
 			MaxResults:     8,

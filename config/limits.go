@@ -57,6 +57,10 @@ const (
 	MaxTemperature = 2.0
 	// MaxModelNameChars bounds llm.model.
 	MaxModelNameChars = 256
+	// MinContextWindowTokens and MaxContextWindowTokens bound
+	// llm.context_window_tokens.
+	MinContextWindowTokens = 256
+	MaxContextWindowTokens = 10_000_000
 
 	// MaxPersonaBytes bounds the size of the persona file.
 	MaxPersonaBytes = 64 << 10

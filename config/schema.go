@@ -43,7 +43,9 @@ func (k kind) describe() string {
 type field struct {
 	section, name string
 	kind          kind
-	index         []int // reflect field index path within Config
+	// optional keys are pointers in Config: nil when the key is left out.
+	optional bool
+	index    []int // reflect field index path within Config
 }
 
 // key returns the dotted key, "section.name".
@@ -59,11 +61,16 @@ func schema() []field {
 		section := sf.Tag.Get("koanf")
 		for j := range sf.Type.NumField() {
 			lf := sf.Type.Field(j)
+			t, optional := lf.Type, false
+			if t.Kind() == reflect.Pointer {
+				t, optional = t.Elem(), true
+			}
 			out = append(out, field{
-				section: section,
-				name:    lf.Tag.Get("koanf"),
-				kind:    kindOf(lf.Type),
-				index:   []int{i, j},
+				section:  section,
+				name:     lf.Tag.Get("koanf"),
+				kind:     kindOf(t),
+				optional: optional,
+				index:    []int{i, j},
 			})
 		}
 	}
@@ -122,6 +129,12 @@ func toMap(c Config) map[string]any {
 			out[f.section] = sec
 		}
 		v := cv.FieldByIndex(f.index)
+		if f.optional {
+			if v.IsNil() {
+				continue // left out: no default to merge
+			}
+			v = v.Elem()
+		}
 		switch f.kind {
 		case kindSecret:
 			sec[f.name] = v.Interface().(SecretRef).raw()

@@ -132,8 +132,21 @@ func (l LLMConfig) validate(ps *Problems) {
 		checkRange(ps, "llm.max_iterations", l.MaxIterations, MinIterations, MaxIterations)
 	}
 	checkRange(ps, "llm.max_tool_calls", l.MaxToolCalls, 1, MaxToolCalls)
-	if math.IsNaN(l.Temperature) || l.Temperature < 0 || l.Temperature > MaxTemperature {
-		ps.add("llm.temperature", "must be between 0 and %g", MaxTemperature)
+	if t := l.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > MaxTemperature) {
+		ps.add("llm.temperature", "must be between 0 and %g, or left out to send none", MaxTemperature)
+	}
+	if l.TokenLimitParameter != "max_tokens" && l.TokenLimitParameter != "max_completion_tokens" {
+		ps.add("llm.token_limit_parameter", `must be "max_tokens" or "max_completion_tokens"`)
+	}
+	switch l.ResponseFormat {
+	case "json_schema", "json_object", "none":
+	default:
+		ps.add("llm.response_format", `must be "json_schema", "json_object" or "none"`)
+	}
+	checkRange(ps, "llm.context_window_tokens", l.ContextWindowTokens, MinContextWindowTokens, MaxContextWindowTokens)
+	if inRange(l.ContextWindowTokens, MinContextWindowTokens, MaxContextWindowTokens) && inRange(l.MaxOutputTokens, 1, MaxOutputTokens) &&
+		l.MaxOutputTokens >= l.ContextWindowTokens {
+		ps.add("llm.max_output_tokens", "must be less than llm.context_window_tokens (%d): the window holds the request and the answer; got %d", l.ContextWindowTokens, l.MaxOutputTokens)
 	}
 }
 
@@ -157,6 +170,11 @@ func (c ContextConfig) validate(ps *Problems) {
 	checkRange(ps, "context.max_characters", c.MaxCharacters, 1, MaxContextCharacters)
 	checkRange(ps, "context.max_event_characters", c.MaxEventCharacters, 1, MaxEventCharacters)
 	checkRange(ps, "context.max_reply_depth", c.MaxReplyDepth, 1, MaxReplyDepth)
+	if inRange(c.MaxEvents, 1, MaxContextEvents) {
+		checkRange(ps, "context.window_step_events", c.WindowStepEvents, 1, c.MaxEvents)
+	} else {
+		checkRange(ps, "context.window_step_events", c.WindowStepEvents, 1, MaxContextEvents)
+	}
 }
 
 func (s SearchConfig) validate(ps *Problems) {

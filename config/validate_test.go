@@ -153,10 +153,19 @@ func TestValidateRules(t *testing.T) {
 		{"iterations million", func(c *Config) { c.LLM.MaxIterations = 1_000_000 }, "llm.max_iterations", "between"},
 		{"tool calls zero", func(c *Config) { c.LLM.MaxToolCalls = 0 }, "llm.max_tool_calls", "between"},
 		{"tool calls high", func(c *Config) { c.LLM.MaxToolCalls = MaxToolCalls + 1 }, "llm.max_tool_calls", "between"},
-		{"temperature negative", func(c *Config) { c.LLM.Temperature = -0.1 }, "llm.temperature", "between 0 and 2"},
-		{"temperature high", func(c *Config) { c.LLM.Temperature = 2.5 }, "llm.temperature", "between 0 and 2"},
-		{"temperature nan", func(c *Config) { c.LLM.Temperature = math.NaN() }, "llm.temperature", "between 0 and 2"},
-		{"temperature zero ok", func(c *Config) { c.LLM.Temperature = 0 }, "", ""},
+		{"temperature negative", func(c *Config) { c.LLM.Temperature = ptrTo(-0.1) }, "llm.temperature", "between 0 and 2"},
+		{"temperature high", func(c *Config) { c.LLM.Temperature = ptrTo(2.5) }, "llm.temperature", "between 0 and 2"},
+		{"temperature nan", func(c *Config) { c.LLM.Temperature = ptrTo(math.NaN()) }, "llm.temperature", "between 0 and 2"},
+		{"temperature zero ok", func(c *Config) { c.LLM.Temperature = ptrTo(0.0) }, "", ""},
+		{"temperature unset ok", func(c *Config) { c.LLM.Temperature = nil }, "", ""},
+		{"token limit parameter", func(c *Config) { c.LLM.TokenLimitParameter = "max_new_tokens" }, "llm.token_limit_parameter", "max_completion_tokens"},
+		{"token limit parameter new name ok", func(c *Config) { c.LLM.TokenLimitParameter = "max_completion_tokens" }, "", ""},
+		{"response format", func(c *Config) { c.LLM.ResponseFormat = "json" }, "llm.response_format", "json_schema"},
+		{"response format none ok", func(c *Config) { c.LLM.ResponseFormat = "none" }, "", ""},
+		{"context window too small", func(c *Config) { c.LLM.ContextWindowTokens = 100 }, "llm.context_window_tokens", "between"},
+		{"output fills the window", func(c *Config) { c.LLM.ContextWindowTokens = 1024; c.LLM.MaxOutputTokens = 1024 }, "llm.max_output_tokens", "less than llm.context_window_tokens"},
+		{"window step beyond max events", func(c *Config) { c.Context.WindowStepEvents = 41 }, "context.window_step_events", "between"},
+		{"window step zero", func(c *Config) { c.Context.WindowStepEvents = 0 }, "context.window_step_events", "between"},
 		{"context events zero", func(c *Config) { c.Context.MaxEvents = 0 }, "context.max_events", "between"},
 		{"context events high", func(c *Config) { c.Context.MaxEvents = MaxContextEvents + 1 }, "context.max_events", "between"},
 		{"context chars zero", func(c *Config) { c.Context.MaxCharacters = 0 }, "context.max_characters", "between"},
@@ -347,3 +356,5 @@ func TestMetricsListen(t *testing.T) {
 		}
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }

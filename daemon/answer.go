@@ -32,6 +32,8 @@ var (
 	_ roomctx.StateFetcher      = (*matrix.Client)(nil)
 	_ invocation.FactsBuilder   = (*roomctx.Builder)(nil)
 	_ invocation.FactsBuilder   = measuredContext{}
+	_ invocation.ExcerptBuilder = (*roomctx.Builder)(nil)
+	_ invocation.ExcerptBuilder = measuredContext{}
 	_ invocation.Renderer       = renderer{}
 	_ invocation.ToolSessions   = (*research.Service)(nil)
 	_ invocation.ToolRunner     = (*tools.Client)(nil)
@@ -76,8 +78,9 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		contextPort invocation.ContextBuilder = roomctx.New(session, cfg.Matrix.UserID, roomctx.Limits{
 			MaxEvents: cfg.Context.MaxEvents, MaxCharacters: cfg.Context.MaxCharacters,
 			MaxEventCharacters: cfg.Context.MaxEventCharacters, MaxReplyDepth: cfg.Context.MaxReplyDepth,
+			WindowStepEvents: cfg.Context.WindowStepEvents,
 		}).WithLogger(log)
-		llmPort  invocation.LLM        = llmClient(cfg, res.LLMAPIKey.Reveal(), met)
+		llmPort  invocation.LLM        = llmClient(cfg, res.LLMAPIKey.Reveal(), met, log)
 		toolPort invocation.ToolRunner = pool
 	)
 	if met != nil {
@@ -96,11 +99,13 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 			MaxIterations: cfg.LLM.MaxIterations, MaxToolCalls: cfg.LLM.MaxToolCalls,
 			MaxRequestCharacters: cfg.LLM.MaxRequestCharacters, MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
 			MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
+			ContextWindowTokens:     cfg.LLM.ContextWindowTokens, MaxOutputTokens: cfg.LLM.MaxOutputTokens,
 		},
 		GenericError:  cfg.Persona.GenericError,
 		OverloadError: cfg.Persona.OverloadError,
 		Now:           time.Now,
 		Location:      personaLocation(cfg.Persona.TimeZone, log),
+		Logger:        log,
 	})
 }
 
@@ -115,11 +120,12 @@ func personaLocation(name string, log *slog.Logger) *time.Location {
 	return loc
 }
 
-func llmClient(cfg config.Config, key string, met *metrics.Metrics) *llm.Client {
+func llmClient(cfg config.Config, key string, met *metrics.Metrics, log *slog.Logger) *llm.Client {
 	return llm.New(llm.Config{
-		OnRetry: met.LLMRetry,
+		OnRetry: met.LLMRetry, Logger: log,
 		BaseURL: cfg.LLM.BaseURL, APIKey: key, Model: cfg.LLM.Model,
-		MaxOutputTokens: cfg.LLM.MaxOutputTokens, Temperature: float32(cfg.LLM.Temperature),
+		MaxOutputTokens: cfg.LLM.MaxOutputTokens, Temperature: cfg.LLM.Temperature, TokenLimitParameter: cfg.LLM.TokenLimitParameter,
+		ResponseFormat: cfg.LLM.ResponseFormat, TextToolCalls: cfg.LLM.TextToolCalls,
 		Timeout: cfg.LLM.RequestTimeout(), MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
 		// One request per room with an active invocation.
 		HTTPClient: &http.Client{Timeout: cfg.LLM.RequestTimeout(), Transport: PooledTransport(cfg.Runtime.MaxConcurrentRooms + 2)},
@@ -169,6 +175,22 @@ func (c measuredContext) BuildWithFacts(ctx context.Context, cand *roompb.Candid
 		c.m.Phase("context", time.Since(start))
 	}
 	return block, facts, err
+}
+
+// BuildExcerpt times the context phase, the context in parts when the
+// builder gives them.
+func (c measuredContext) BuildExcerpt(ctx context.Context, cand *roompb.Candidate) (messages.Excerpt, messages.RoomFacts, error) {
+	eb, ok := c.next.(invocation.ExcerptBuilder)
+	if !ok {
+		block, facts, err := c.BuildWithFacts(ctx, cand)
+		return messages.Excerpt{Open: block}, facts, err
+	}
+	start := time.Now()
+	ex, facts, err := eb.BuildExcerpt(ctx, cand)
+	if err == nil {
+		c.m.Phase("context", time.Since(start))
+	}
+	return ex, facts, err
 }
 
 // measuredLLM counts requests and times them.

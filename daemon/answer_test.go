@@ -70,7 +70,10 @@ func TestAnswererFallbacks(t *testing.T) {
 		want  string
 	}{
 		{"answer", []messages.ChatResponse{final("**Hello** there")}, invocation.Limits{}, "Hello there"},
-		{"malformed twice", []messages.ChatResponse{{Content: "prose"}, {Content: "more prose"}}, invocation.Limits{}, generic},
+		// Issue #30: prose after the repair is the answer; no answer at
+		// all is the persona's error.
+		{"prose twice", []messages.ChatResponse{{Content: "prose"}, {Content: "more prose"}}, invocation.Limits{}, "more prose"},
+		{"no answer twice", []messages.ChatResponse{{Content: ""}, {Content: `{"markdown": "cut`, FinishReason: "length"}}, invocation.Limits{}, generic},
 		{"limits exhausted", []messages.ChatResponse{{ToolCalls: []messages.ModelToolCall{{ID: "1", Name: "nope", Arguments: "{}"}}}},
 			invocation.Limits{MaxIterations: 1}, overload},
 		{"nothing renderable", []messages.ChatResponse{final("![](https://example.org/x.png)")}, invocation.Limits{}, generic},

@@ -29,7 +29,8 @@ func llmSection() Section {
 func (e *Env) LLM() *llm.Client {
 	c := e.Res.Config.LLM
 	return llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: e.Res.LLMAPIKey.Reveal(), Model: c.Model,
-		MaxOutputTokens: c.MaxOutputTokens, Temperature: float32(c.Temperature),
+		MaxOutputTokens: c.MaxOutputTokens, Temperature: c.Temperature, TokenLimitParameter: c.TokenLimitParameter,
+		ResponseFormat: c.ResponseFormat, TextToolCalls: c.TextToolCalls,
 		Timeout: e.RequestTimeout, MaxResponseCharacters: c.MaxResponseCharacters,
 		HTTPClient: e.HTTPClient(), MaxAttempts: 1})
 }

@@ -1,16 +1,34 @@
 // Package llm adapts go-openai to Lisa's LLM port (invocation.LLM, with
 // the messages chat types). [Client.Chat] works against any
 // OpenAI-compatible /v1 endpoint: it sends the conversation and the tools
-// as strict function tools with the configured model, token limit and
-// temperature, bounds each attempt by the configured timeout inside the
-// caller's deadline, and retries rate limits, 5xx responses, timeouts
-// and network failures with jittered exponential backoff (honouring
-// Retry-After) for a bounded number of attempts. [Client.Complete] is the
-// older single-attempt, text-only call.
+// as strict function tools with the configured model, token limit (under
+// max_tokens or max_completion_tokens) and temperature (none when unset),
+// asks for structured output only where no tool may be called, bounds
+// each attempt by the configured timeout inside the caller's deadline,
+// and retries rate limits, 5xx responses, timeouts and network failures
+// with jittered exponential backoff (honouring Retry-After) for a bounded
+// number of attempts. [Client.Complete] is the older single-attempt,
+// text-only call.
 //
-// Failures are classified as messages.Error codes: rate limits, 5xx and
-// network errors are transient, other 4xx are permanent, and undecodable
-// or incomplete replies are bad responses. The provider's error text is
-// dropped because it may echo the prompt, and the package never logs
-// prompts, replies or keys.
+// Real servers do not all speak the same dialect (see testkit/llmcorpus
+// for the shapes and their sources). A transport in front of go-openai
+// bounds every reply's body, reads error objects in all their shapes,
+// turns a 200 that carries an error object into the failure it is,
+// assembles an event stream nobody asked for, and rewrites tool arguments
+// sent as objects and content sent as chunks into what go-openai decodes.
+// Tool calls the model wrote into its text (<tool_call>…</tool_call>, LM
+// Studio's [TOOL_REQUEST]…) become tool calls when Config.TextToolCalls
+// is set. Reasoning (reasoning_content, reasoning, <think> blocks) is
+// dropped.
+//
+// Failures are classified as messages.Error codes carrying a
+// messages.LLMFailure: the status, a cause (unauthorized, model not
+// found, context too long, a refused parameter, tools unsupported, rate
+// limited, server error, timeout, malformed or too large a reply) and the
+// server's message, bounded and kept out of the error's text because it
+// may echo the prompt. Rate limits, 5xx and network errors are transient;
+// refusals are permanent, and those only the operator can fix are logged
+// at ERROR once per cause, with the configuration key to change (for an
+// unknown model, with the names GET /models lists). The package never
+// logs prompts, replies or keys.
 package llm

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -36,10 +37,33 @@ type Config struct {
 	APIKey string
 	// Model is the model name sent with every request.
 	Model string
-	// MaxOutputTokens is sent as max_tokens.
+	// MaxOutputTokens is sent as the token limit, under the name
+	// TokenLimitParameter says.
 	MaxOutputTokens int
-	// Temperature is sent as temperature.
-	Temperature float32
+	// TokenLimitParameter is the request field the token limit goes in:
+	// "max_tokens" (empty means this) or "max_completion_tokens" (OpenAI's
+	// reasoning models refuse max_tokens).
+	TokenLimitParameter string
+	// Temperature is sent as temperature; nil sends none, so the server
+	// uses its default (some models refuse any other).
+	Temperature *float64
+	// ResponseFormat selects the structured output asked for on requests
+	// in which no tool may be called: "json_schema" (the answer's schema
+	// as response_format), "json_object", or "none" or empty (nothing:
+	// the prompt alone asks for JSON).
+	ResponseFormat string
+	// TextToolCalls makes Chat read tool calls the model wrote into its
+	// text (<tool_call>{"name":…,"arguments":…}</tool_call>, LM Studio's
+	// [TOOL_REQUEST]…[END_TOOL_REQUEST]) as tool calls, when tools were
+	// offered and the server returned none.
+	TextToolCalls bool
+	// MaxResponseBytes bounds the body of one reply; zero or less means
+	// DefaultMaxResponseBytes. A longer reply is a bad response.
+	MaxResponseBytes int64
+	// Logger receives the failures only the operator can fix (a refused
+	// key, an unknown model, a refused parameter), at ERROR, once per
+	// cause and again each hour it persists; nil logs nothing.
+	Logger *slog.Logger
 	// Timeout bounds one HTTP attempt; the caller's deadline still
 	// applies.
 	Timeout time.Duration
@@ -72,11 +96,25 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
+// Response formats of Config.ResponseFormat.
+const (
+	ResponseFormatJSONSchema = "json_schema"
+	ResponseFormatJSONObject = "json_object"
+	ResponseFormatNone       = "none"
+)
+
+// Token limit parameters of Config.TokenLimitParameter.
+const (
+	TokenLimitMaxTokens           = paramMaxTokens
+	TokenLimitMaxCompletionTokens = paramMaxCompletionTokens
+)
+
 // Client calls the chat-completions API. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	api  *openai.Client
-	http *http.Client // what api sends with
+	cfg    Config
+	api    *openai.Client
+	http   *http.Client // what api sends with
+	report *reporter
 }
 
 // New returns a Client for cfg.
@@ -109,9 +147,15 @@ func New(cfg Config) *Client {
 	if base == nil {
 		base = directTransport()
 	}
-	hc.Transport = retryAfterTap{base: base}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	hc.Transport = wireTransport{base: base, maxBytes: cfg.MaxResponseBytes,
+		zeroTemperature: cfg.Temperature != nil && *cfg.Temperature == 0}
 	oc.HTTPClient = hc
-	return &Client{cfg: cfg, api: openai.NewClientWithConfig(oc), http: hc}
+	c := &Client{cfg: cfg, api: openai.NewClientWithConfig(oc), http: hc}
+	c.report = &reporter{log: cfg.Logger, models: c.Models}
+	return c
 }
 
 // directTransport is the transport of a client built without one: a
@@ -130,17 +174,18 @@ func directTransport() *http.Transport {
 func (c *Client) Complete(ctx context.Context, system, user string) (string, error) {
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
-	resp, err := c.api.CreateChatCompletion(ctx, openai.ChatCompletionRequest{
-		Model:       c.cfg.Model,
-		MaxTokens:   c.cfg.MaxOutputTokens,
-		Temperature: c.cfg.Temperature,
+	ctx, info := withInfo(ctx)
+	req := openai.ChatCompletionRequest{
+		Model: c.cfg.Model,
 		Messages: []openai.ChatCompletionMessage{
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-	})
+	}
+	c.setLimits(&req)
+	resp, err := c.api.CreateChatCompletion(ctx, req)
 	if err != nil {
-		return "", classify(ctx, err)
+		return "", classify(ctx, err, info)
 	}
 	if len(resp.Choices) == 0 {
 		return "", badResponse("response has no choices")
@@ -169,7 +214,15 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 	for attempt := 1; ; attempt++ {
 		resp, err := c.chatOnce(ctx, oreq)
 		if err == nil {
+			if c.cfg.TextToolCalls && len(req.Tools) > 0 && !req.AnswerOnly && len(resp.ToolCalls) == 0 {
+				if calls, rest := parseTextToolCalls(resp.Content); len(calls) > 0 {
+					resp.ToolCalls, resp.Content, resp.TextToolCalls = calls, rest, true
+				}
+			}
 			return resp, nil
+		}
+		if err.Permanent {
+			c.report.failed(ctx, c.cfg.Model, err)
 		}
 		if attempt >= c.cfg.MaxAttempts || !retryable(err) || ctx.Err() != nil {
 			return messages.ChatResponse{}, err
@@ -196,11 +249,10 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 // chatRequest converts an orchestrator request to the wire request.
 func (c *Client) chatRequest(req messages.ChatRequest) openai.ChatCompletionRequest {
 	out := openai.ChatCompletionRequest{
-		Model:       c.cfg.Model,
-		MaxTokens:   c.cfg.MaxOutputTokens,
-		Temperature: c.cfg.Temperature,
-		Messages:    make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
+		Model:    c.cfg.Model,
+		Messages: make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
 	}
+	c.setLimits(&out)
 	for _, m := range req.Messages {
 		om := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
@@ -227,37 +279,71 @@ func (c *Client) chatRequest(req messages.ChatRequest) openai.ChatCompletionRequ
 			},
 		})
 	}
-	if len(out.Tools) > 0 {
+	switch {
+	case len(out.Tools) > 0 && req.AnswerOnly:
+		out.ToolChoice = "none"
+	case len(out.Tools) > 0:
 		out.ToolChoice = "auto"
 	}
+	if len(req.AnswerSchema) > 0 && (len(out.Tools) == 0 || req.AnswerOnly) {
+		switch c.cfg.ResponseFormat {
+		case ResponseFormatJSONSchema:
+			out.ResponseFormat = &openai.ChatCompletionResponseFormat{
+				Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
+					Name: "lisa_answer", Schema: req.AnswerSchema, Strict: true,
+				},
+			}
+		case ResponseFormatJSONObject:
+			out.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+		}
+	}
 	return out
+}
+
+// setLimits puts the token limit under the configured name, and the
+// temperature when one is configured (zero goes through the transport,
+// since go-openai omits it).
+func (c *Client) setLimits(r *openai.ChatCompletionRequest) {
+	if c.cfg.TokenLimitParameter == TokenLimitMaxCompletionTokens {
+		r.MaxCompletionTokens = c.cfg.MaxOutputTokens
+	} else {
+		r.MaxTokens = c.cfg.MaxOutputTokens
+	}
+	if c.cfg.Temperature != nil {
+		r.Temperature = float32(*c.cfg.Temperature)
+	}
 }
 
 // chatOnce makes one attempt and validates the reply.
 func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest) (messages.ChatResponse, *messages.Error) {
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
-	var retryAfter string
-	resp, err := c.api.CreateChatCompletion(context.WithValue(ctx, retryAfterKey{}, &retryAfter), req)
+	ctx, info := withInfo(ctx)
+	resp, err := c.api.CreateChatCompletion(ctx, req)
 	if err != nil {
-		le := classify(ctx, err)
+		le := classify(ctx, err, info)
 		if retryable(le) {
-			le.RetryAfter = parseRetryAfter(retryAfter, time.Now())
+			le.RetryAfter = parseRetryAfter(info.retryAfter, time.Now())
 		}
 		return messages.ChatResponse{}, le
 	}
 	if len(resp.Choices) == 0 {
 		return messages.ChatResponse{}, badResponse("response has no choices")
 	}
-	msg := resp.Choices[0].Message
+	choice := resp.Choices[0]
+	msg := choice.Message
 	// msg.ReasoningContent (DeepSeek-style reasoning_content) is ignored,
 	// and <think> blocks before the content are removed: reasoning never
 	// reaches the caller, so never a room, a log or a later request.
 	out := messages.ChatResponse{Content: messages.StripReasoning(msg.Content),
-		Usage: messages.TokenUsage{PromptTokens: max(resp.Usage.PromptTokens, 0), CompletionTokens: max(resp.Usage.CompletionTokens, 0)}}
+		Usage:        messages.TokenUsage{PromptTokens: max(resp.Usage.PromptTokens, 0), CompletionTokens: max(resp.Usage.CompletionTokens, 0)},
+		FinishReason: string(choice.FinishReason), Refusal: strings.TrimSpace(msg.Refusal)}
 	for _, tc := range msg.ToolCalls {
-		if tc.ID == "" || tc.Function.Name == "" {
-			return messages.ChatResponse{}, badResponse("tool call lacks an id or a name")
+		// Some servers leave the id out (llama.cpp for templates that
+		// make none); the loop gives such calls one.
+		if tc.Function.Name == "" {
+			return messages.ChatResponse{}, badResponse("tool call lacks a name")
 		}
 		if tc.Type != "" && tc.Type != openai.ToolTypeFunction {
 			return messages.ChatResponse{}, badResponse("tool call has an unsupported type")
@@ -291,41 +377,7 @@ func retryable(e *messages.Error) bool {
 }
 
 func badResponse(msg string) *messages.Error {
-	return &messages.Error{Code: messages.CodeLLMBadResponse, Message: msg}
-}
-
-// classify maps a go-openai error to a body-free messages.Error. The
-// provider's error message is not kept: it may echo the prompt.
-func classify(ctx context.Context, err error) *messages.Error {
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
-	status := 0
-	switch {
-	case errors.As(err, &apiErr):
-		status = apiErr.HTTPStatusCode
-	case errors.As(err, &reqErr):
-		status = reqErr.HTTPStatusCode
-	}
-	var syntaxErr *json.SyntaxError
-	switch {
-	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
-		return &messages.Error{Code: messages.CodeLLMTimeout, Message: "LLM request timed out"}
-	case errors.As(err, &syntaxErr) || errors.Is(err, io.ErrUnexpectedEOF):
-		return badResponse("LLM response could not be decoded")
-	case status == http.StatusTooManyRequests || status >= 500:
-		return &messages.Error{Code: messages.CodeLLMUnavailable, Message: "LLM endpoint unavailable (HTTP " + http.StatusText(status) + ")"}
-	case status == http.StatusOK:
-		return badResponse("LLM response could not be decoded")
-	case status >= 400:
-		return &messages.Error{Code: messages.CodeLLMRejected, Message: "LLM endpoint rejected the request (HTTP " + http.StatusText(status) + ")", Permanent: true}
-	case status == 0 && !isTransport(err):
-		// The client refused the request before sending it (go-openai
-		// checks some model/parameter combinations locally): retrying
-		// cannot help; the configuration must change.
-		return &messages.Error{Code: messages.CodeLLMRejected, Message: "LLM request refused by the client library (check llm.model and limits)", Permanent: true}
-	default:
-		return &messages.Error{Code: messages.CodeLLMUnavailable, Message: "LLM endpoint unreachable"}
-	}
+	return &messages.Error{Code: messages.CodeLLMBadResponse, Message: msg, Err: &messages.LLMFailure{Status: http.StatusOK, Cause: messages.CauseMalformed}}
 }
 
 // isTransport reports whether err came from the network (the request may
@@ -336,25 +388,6 @@ func isTransport(err error) bool {
 	var oerr *net.OpError
 	return errors.As(err, &uerr) || errors.As(err, &nerr) || errors.As(err, &oerr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
-}
-
-// retryAfterKey keys the per-attempt slot that receives the Retry-After
-// header; go-openai does not expose headers of error responses.
-type retryAfterKey struct{}
-
-// retryAfterTap copies the Retry-After response header into the slot in
-// the request context, if any.
-type retryAfterTap struct{ base http.RoundTripper }
-
-// RoundTrip implements http.RoundTripper.
-func (t retryAfterTap) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(r)
-	if err == nil {
-		if slot, ok := r.Context().Value(retryAfterKey{}).(*string); ok {
-			*slot = resp.Header.Get("Retry-After")
-		}
-	}
-	return resp, err
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date; it returns 0 when

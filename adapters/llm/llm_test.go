@@ -33,7 +33,7 @@ func TestCompleteAndClassify(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			srv := llmfake.Start(t, llmfake.WithAPIKey(key), llmfake.WithModels("m"))
 			srv.Enqueue(c.step)
-			cl := New(Config{BaseURL: srv.URL(), APIKey: key, Model: "m", MaxOutputTokens: 50, Temperature: 0.5,
+			cl := New(Config{BaseURL: srv.URL(), APIKey: key, Model: "m", MaxOutputTokens: 50, Temperature: ptr(0.5),
 				Timeout: 300 * time.Millisecond, MaxResponseCharacters: 100})
 			got, err := cl.Complete(context.Background(), "system prompt", "user says hi")
 			if c.code == "" {

@@ -39,9 +39,10 @@ func (e *ModelsError) Unwrap() error { return e.Err }
 func (c *Client) Models(ctx context.Context) ([]string, error) {
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
+	ctx, info := withInfo(ctx)
 	list, err := c.api.ListModels(ctx)
 	if err != nil {
-		me := &ModelsError{Err: classify(ctx, err)}
+		me := &ModelsError{Err: classify(ctx, err, info)}
 		var apiErr *openai.APIError
 		var reqErr *openai.RequestError
 		var uerr *url.Error

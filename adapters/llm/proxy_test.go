@@ -22,9 +22,9 @@ const proxyHelperEnv = "LISA_LLM_PROXY_HELPER"
 // Config.HTTPClient.
 func defaultTransport(t *testing.T, c *Client) *http.Transport {
 	t.Helper()
-	tap, ok := c.http.Transport.(retryAfterTap)
+	tap, ok := c.http.Transport.(wireTransport)
 	if !ok {
-		t.Fatalf("transport is %T, want retryAfterTap", c.http.Transport)
+		t.Fatalf("transport is %T, want wireTransport", c.http.Transport)
 	}
 	tr, ok := tap.base.(*http.Transport)
 	if !ok {

@@ -337,7 +337,8 @@ func (s *session) fetch(ctx context.Context, args json.RawMessage) *messages.Too
 	if err != nil {
 		return failure(err)
 	}
-	res := &messages.ToolResult{OK: true, Code: "ok", SourceURLs: []string{page.FinalURL}, SourceTitles: map[string]string{page.FinalURL: page.Title}}
+	res := &messages.ToolResult{OK: true, Code: "ok", SourceURLs: []string{page.FinalURL}, SourceTitles: map[string]string{page.FinalURL: page.Title},
+		Fetched: []string{page.FinalURL}}
 	meta := map[string]any{"artifact_id": id, "final_url": page.FinalURL, "content_type": page.ContentType,
 		"byte_count": len(page.Body), "title": page.Title}
 	if isHTML {

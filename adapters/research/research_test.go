@@ -100,7 +100,7 @@ func TestResearchTools(t *testing.T) {
 		Title      string `json:"title"`
 	}
 	if !r.OK || json.Unmarshal([]byte(r.Content), &meta) != nil || !strings.HasPrefix(meta.ArtifactID, "art_") || meta.Title != "A Page" ||
-		r.SourceURLs[0] != "https://example.org/page?final" {
+		r.SourceURLs[0] != "https://example.org/page?final" || len(r.Fetched) != 1 || r.Fetched[0] != r.SourceURLs[0] {
 		t.Fatalf("fetch = %+v", r)
 	}
 	r = call(t, tools, "html_to_markdown", map[string]string{"artifact_id": meta.ArtifactID})
