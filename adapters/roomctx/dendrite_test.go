@@ -271,7 +271,6 @@ func checkWellFormed(t *testing.T, s string) []xmlMessage {
 
 // xmlMessage is a decoded <message> element.
 type xmlMessage struct {
-	Seq        int    `xml:"sequence,attr"`
 	EventID    string `xml:"event_id,attr"`
 	AuthorID   string `xml:"author_id,attr"`
 	AuthorName string `xml:"author_name,attr"`

@@ -7,16 +7,17 @@
 // including Lisa's own, removes reply fallbacks, turns Matrix HTML into
 // Markdown-like text, applies edits made by the original author inside the
 // fetched window, shows redacted messages as "[message redacted]", and
-// names every author by display name and user ID. Replies point at the
-// local sequence number of their target; the invoking message's reply
-// chain is followed outside the block (at most Limits.MaxReplyDepth
-// targets) and quoted as short excerpts, while a history message's target
-// outside the block is named by ID only. Characters are budgeted per
+// names every author by display name and user ID. A history message
+// names the event it replies to by ID (the target may or may not be in
+// the block); the invoking message's reply chain is followed outside the
+// block (at most Limits.MaxReplyDepth targets) and quoted as short
+// excerpts. Characters are budgeted per
 // event and for the whole block, and the invocation always stays.
 //
 // Successive blocks of a room share their beginning, so that an LLM
 // server can reuse the prompt prefix it computed: each message renders
-// the same way in every block that holds it (the invoking one is marked),
+// the same way in every block that holds it, whatever the block's start
+// (no position numbers; the invoking one is marked),
 // and the block's start stays where the previous block of the room (or
 // thread) began until the budgets force it on, then moves
 // Limits.WindowStepEvents messages at once. [Builder.BuildExcerpt] gives

@@ -40,7 +40,6 @@ type turn struct {
 	assistant  bool // sent by Lisa
 	invocation bool
 	replyTo    id.EventID // as found in the content; may be malformed
-	seq        int        // position in the block, from 1; 0 for excerpts
 	reply      *replyRef
 
 	content *event.MessageEventContent // source of text; nil when redacted

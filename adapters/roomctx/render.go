@@ -1,7 +1,6 @@
 package roomctx
 
 import (
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +31,6 @@ func renderExcerpt(room id.RoomID, turns []*turn, name func(id.UserID) string) m
 	for _, t := range turns {
 		var w strings.Builder
 		w.WriteString("<message")
-		writeAttr(&w, "sequence", strconv.Itoa(t.seq))
 		writeTurnAttrs(&w, t, name)
 		if t.invocation {
 			writeAttr(&w, "invocation", "true")
@@ -72,9 +70,9 @@ func writeTurnAttrs(w *strings.Builder, t *turn, name func(id.UserID) string) {
 func writeReply(w *strings.Builder, r *replyRef, name func(id.UserID) string) {
 	switch {
 	case r == nil:
-	case r.seq > 0:
+	case r.inBlock:
 		w.WriteString("<reply_to")
-		writeAttr(w, "sequence", strconv.Itoa(r.seq))
+		writeAttr(w, "event_id", string(r.eventID))
 		w.WriteString(" />\n")
 	case r.target != nil:
 		w.WriteString("<reply_to")

@@ -13,16 +13,15 @@ const excerptChars = 200
 
 // Reply reference states shown in the block.
 const (
-	statusUnavailable   = "unavailable"     // missing, malformed, redacted, cross-room or no text
-	statusNotFollowed   = "not_followed"    // reply depth or character budget used up
-	statusAlreadyQuoted = "already_quoted"  // its excerpt appears elsewhere in the block
-	statusOutside       = "outside_context" // a history message's target, not in the block
+	statusUnavailable   = "unavailable"    // missing, malformed, redacted, cross-room or no text
+	statusNotFollowed   = "not_followed"   // reply depth or character budget used up
+	statusAlreadyQuoted = "already_quoted" // its excerpt appears elsewhere in the block
 )
 
 // replyRef is what a message says about the message it replies to.
-// Exactly one of seq, status and target is set.
+// Exactly one of inBlock, status and target is set.
 type replyRef struct {
-	seq     int        // target is in the block at this sequence number
+	inBlock bool       // target named by eventID (a message of the block, or a history message's target)
 	eventID id.EventID // target event; empty if malformed
 	status  string     // target not shown, see the status constants
 	target  *turn      // excerpt of a target outside the block
@@ -50,7 +49,7 @@ type resolver struct {
 }
 
 // ref resolves a reply to target. Targets in the block are referred to by
-// sequence number. Others are followed, at most MaxReplyDepth per Build
+// event ID. Others are followed, at most MaxReplyDepth per Build
 // and only while characters remain, and quoted as a short excerpt whose
 // own reply is resolved in turn; the seen set ends cycles.
 func (r *resolver) ref(ctx context.Context, target id.EventID) *replyRef {
@@ -60,7 +59,7 @@ func (r *resolver) ref(ctx context.Context, target id.EventID) *replyRef {
 	case !validEventID(target):
 		return &replyRef{status: statusUnavailable}
 	case r.selected[target] != nil:
-		return &replyRef{seq: r.selected[target].seq}
+		return &replyRef{inBlock: true, eventID: target}
 	case r.seen[target] == seenQuoted:
 		return &replyRef{eventID: target, status: statusAlreadyQuoted}
 	case r.seen[target] == seenUnavailable:
@@ -76,7 +75,7 @@ func (r *resolver) ref(ctx context.Context, target id.EventID) *replyRef {
 	}
 	r.seen[target] = seenQuoted
 	ex := *t
-	ex.seq, ex.invocation, ex.reply = 0, false, nil
+	ex.invocation, ex.reply = false, nil
 	ex.text, ex.chars, ex.truncated = capText(t.full, min(excerptChars, r.b.limits.MaxEventCharacters, r.remaining))
 	r.remaining -= ex.chars
 	ex.reply = r.ref(ctx, t.replyTo)
@@ -84,19 +83,16 @@ func (r *resolver) ref(ctx context.Context, target id.EventID) *replyRef {
 }
 
 // inBlock resolves a history message's reply to target without following
-// it: by sequence number in the block, else by ID only. The result
-// depends on nothing but target and the block, so the message renders the
-// same way in every block that holds both.
+// it: by ID, whether or not the target is in the block. The result depends
+// on target alone, so the message renders the same way in every block.
 func (r *resolver) inBlock(target id.EventID) *replyRef {
 	switch {
 	case target == "":
 		return nil
 	case !validEventID(target):
 		return &replyRef{status: statusUnavailable}
-	case r.selected[target] != nil:
-		return &replyRef{seq: r.selected[target].seq}
 	}
-	return &replyRef{eventID: target, status: statusOutside}
+	return &replyRef{inBlock: true, eventID: target}
 }
 
 // lookup finds a reply target outside the block: in the fetched window,

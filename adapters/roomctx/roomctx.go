@@ -172,8 +172,7 @@ func (b *Builder) BuildExcerpt(ctx context.Context, c *roompb.Candidate) (messag
 		seen:      map[id.EventID]seenState{},
 		remaining: b.limits.MaxCharacters,
 	}
-	for i, t := range selected {
-		t.seq = i + 1
+	for _, t := range selected {
 		r.selected[t.id] = t
 		r.remaining -= t.chars
 	}

@@ -34,7 +34,7 @@ func TestBuildFallback(t *testing.T) {
 		},
 		c: invocation("Lisa, help?", ""),
 		want: `<room_context room_id="!room:hs">
-<message sequence="1" event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
+<message event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
 Lisa, help?
 </message>
 </room_context>`,
@@ -45,7 +45,7 @@ Lisa, help?
 		},
 		c: invocation("Lisa, help?", ""),
 		want: `<room_context room_id="!room:hs">
-<message sequence="1" event_id="$inv" author_id="@bob:hs" author_name="@bob:hs" timestamp="2026-07-25T19:00:00Z" invocation="true">
+<message event_id="$inv" author_id="@bob:hs" author_name="@bob:hs" timestamp="2026-07-25T19:00:00Z" invocation="true">
 Lisa, help?
 </message>
 </room_context>`,
@@ -54,7 +54,7 @@ Lisa, help?
 		f:    func(*testing.T) *fakeFetcher { return &fakeFetcher{members: people()} },
 		c:    invocation("Lisa, help?", ""),
 		want: `<room_context room_id="!room:hs">
-<message sequence="1" event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
+<message event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
 Lisa, help?
 </message>
 </room_context>`,
@@ -65,7 +65,7 @@ Lisa, help?
 		},
 		c: invocation("Lisa, help?", ""),
 		want: `<room_context room_id="!room:hs">
-<message sequence="1" event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
+<message event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
 Lisa, help?
 </message>
 </room_context>`,
@@ -76,7 +76,7 @@ Lisa, help?
 		},
 		c: invocation("Lisa, answer that", "$e1"),
 		want: `<room_context room_id="!room:hs">
-<message sequence="1" event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
+<message event_id="$inv" author_id="@bob:hs" author_name="Bob" timestamp="2026-07-25T19:00:00Z" invocation="true">
 Lisa, answer that
 <reply_to event_id="$e1" author_id="@alice:hs" author_name="Alice" timestamp="2026-07-25T17:21:00Z">
 the question
@@ -89,7 +89,7 @@ the question
 		c: &roompb.Candidate{RoomId: string(testRoom), EventId: "$inv", Sender: "@bob:hs",
 			Body: "plain", FormattedBody: "<p>see <code>x &lt; y</code></p><script>steal()</script>"},
 		want: `<room_context room_id="!room:hs">
-<message sequence="1" event_id="$inv" author_id="@bob:hs" author_name="Bob" invocation="true">
+<message event_id="$inv" author_id="@bob:hs" author_name="Bob" invocation="true">
 see ` + "`x &lt; y`" + `
 </message>
 </room_context>`,
@@ -156,6 +156,8 @@ func TestBuildWindow(t *testing.T) {
 		state         func(t *testing.T) []*event.Event
 		noMembers     bool
 		want, notWant []string
+		// messages is the number of messages in the block, when checked.
+		messages int
 	}{{
 		name: "other room, later events and duplicates are dropped",
 		before: func(t *testing.T) []*event.Event {
@@ -170,8 +172,9 @@ func TestBuildWindow(t *testing.T) {
 		after: func(t *testing.T) []*event.Event {
 			return []*event.Event{ev(t, 200, "@alice:hs", txt("LATER"))}
 		},
-		want:    []string{"kept one", "no room id is this room", `sequence="3"`},
-		notWant: []string{"FOREIGN", "DUPLICATE", "INVOCATION COPY", "LATER", `sequence="4"`},
+		want:     []string{"kept one", "no room id is this room"},
+		notWant:  []string{"FOREIGN", "DUPLICATE", "INVOCATION COPY", "LATER"},
+		messages: 3,
 	}, {
 		name: "only text messages are turns",
 		before: func(t *testing.T) []*event.Event {
@@ -190,7 +193,8 @@ func TestBuildWindow(t *testing.T) {
 		},
 		want: []string{`msgtype="m.notice"`, "a notice",
 			`author_id="@lisa:hs" author_name="Lisa" timestamp="2026-07-25T17:30:00Z" assistant="true">` + "\nsaid by Lisa"},
-		notWant: []string{"IMAGE", "REACTION", "MEMBER", "STATEFUL", "NO SENDER", "NO TIME", "42", `sequence="4"`},
+		notWant:  []string{"IMAGE", "REACTION", "MEMBER", "STATEFUL", "NO SENDER", "NO TIME", "42"},
+		messages: 3,
 	}, {
 		name: "edits",
 		before: func(t *testing.T) []*event.Event {
@@ -208,9 +212,9 @@ func TestBuildWindow(t *testing.T) {
 				ev(t, 11, "@alice:hs", `{"msgtype":"m.text","body":"* x","m.relates_to":{"rel_type":"m.replace","event_id":"$e6"}}`),
 			)
 		},
-		want: []string{`edited="true">` + "\nsecond edit", "to become an image", `redacted="true">` + "\n[message redacted]", `sequence="4"`},
-		notWant: []string{"original one", "FIRST EDIT", "FOREIGN EDIT", "ORPHAN EDIT", "IMAGE", "EDIT OF", "* ",
-			`sequence="5"`},
+		want:     []string{`edited="true">` + "\nsecond edit", "to become an image", `redacted="true">` + "\n[message redacted]"},
+		notWant:  []string{"original one", "FIRST EDIT", "FOREIGN EDIT", "ORPHAN EDIT", "IMAGE", "EDIT OF", "* "},
+		messages: 4,
 	}, {
 		name: "redactions",
 		before: func(t *testing.T) []*event.Event {
@@ -219,7 +223,7 @@ func TestBuildWindow(t *testing.T) {
 				ev(t, 2, "@alice:hs", txt("SECRET"), set("unsigned", map[string]any{"redacted_because": map[string]any{"type": "m.room.redaction"}})),
 			)
 		},
-		want:    []string{`sequence="1" event_id="$e1" author_id="@alice:hs" author_name="Alice" timestamp="2026-07-25T17:21:00Z" redacted="true">` + "\n[message redacted]\n", `event_id="$e2"`},
+		want:    []string{`<message event_id="$e1" author_id="@alice:hs" author_name="Alice" timestamp="2026-07-25T17:21:00Z" redacted="true">` + "\n[message redacted]\n", `event_id="$e2"`},
 		notWant: []string{"SECRET"},
 	}, {
 		name: "reply fallbacks",
@@ -232,10 +236,10 @@ func TestBuildWindow(t *testing.T) {
 				ev(t, 5, "@alice:hs", `{"msgtype":"m.text","body":"in a thread","m.relates_to":{"rel_type":"m.thread","event_id":"$e1","is_falling_back":true,"m.in_reply_to":{"event_id":"$e4"}}}`),
 			)
 		},
-		want: []string{"\nthe answer\n<reply_to sequence=\"1\" />", "\nhtml **answer**\n<reply_to sequence=\"1\" />",
+		want: []string{"\nthe answer\n<reply_to event_id=\"$e1\" />", "\nhtml **answer**\n<reply_to event_id=\"$e1\" />",
 			"> &lt;@bob:hs> not a reply, kept"},
 		// A thread event is not part of a main-timeline conversation.
-		notWant: []string{"QUOTED", `<reply_to sequence="4" />`, "in a thread"},
+		notWant: []string{"QUOTED", `<reply_to event_id="$e4"`, "in a thread"},
 	}, {
 		name: "display names from state when members fail",
 		before: func(t *testing.T) []*event.Event {
@@ -274,6 +278,9 @@ func TestBuildWindow(t *testing.T) {
 				if strings.Contains(out, s) {
 					t.Errorf("unexpected %q", s)
 				}
+			}
+			if n := strings.Count(out, "<message "); tc.messages > 0 && n != tc.messages {
+				t.Errorf("%d messages, want %d", n, tc.messages)
 			}
 			if len(f.gets) > 0 {
 				t.Errorf("fetched %v", f.gets)
@@ -385,9 +392,9 @@ func TestReplies(t *testing.T) {
 		replyTo: "$e14",
 		limits:  func(l *Limits) { l.MaxReplyDepth = 10 },
 		want: []string{
-			`<reply_to event_id="$e1" status="outside_context" />`, `<reply_to event_id="$e2" status="outside_context" />`,
-			`<reply_to event_id="$e3" status="outside_context" />`, `<reply_to event_id="$e4" status="outside_context" />`,
-			`<reply_to event_id="$e5" status="outside_context" />`, "Lisa?\n<reply_to sequence=\"5\" />",
+			`<reply_to event_id="$e1" />`, `<reply_to event_id="$e2" />`,
+			`<reply_to event_id="$e3" />`, `<reply_to event_id="$e4" />`,
+			`<reply_to event_id="$e5" />`, "Lisa?\n<reply_to event_id=\"$e14\" />",
 		},
 		notWant:  []string{"OTHER ROOM", "REDACTED", "FILE", "EDIT", "WRONG ID"},
 		wantGets: nil,
@@ -405,7 +412,7 @@ func TestReplies(t *testing.T) {
 		replyTo: "$e1",
 		limits:  func(l *Limits) { l.MaxEvents = 3; l.MaxReplyDepth = 10 },
 		want: []string{"Lisa?\n<reply_to event_id=\"$e1\" author_id=\"@alice:hs\" author_name=\"Alice\" timestamp=\"2026-07-25T17:21:00Z\">\nolder, in the window\n</reply_to>",
-			`<reply_to event_id="$e2" status="outside_context" />`, `<reply_to event_id="$e3" status="outside_context" />`},
+			`<reply_to event_id="$e2" />`, `<reply_to event_id="$e3" />`},
 		wantGets: nil,
 	}, {
 		name: "one excerpt per target",
@@ -416,7 +423,7 @@ func TestReplies(t *testing.T) {
 			}
 		},
 		replyTo:  "$e1",
-		want:     []string{"Lisa?\n<reply_to event_id=\"$e1\" author_id", "me too\n<reply_to event_id=\"$e1\" status=\"outside_context\" />"},
+		want:     []string{"Lisa?\n<reply_to event_id=\"$e1\" author_id", "me too\n<reply_to event_id=\"$e1\" />"},
 		wantGets: []id.EventID{"$e1"},
 	}, {
 		name: "excerpts are short and use the remaining characters",
@@ -432,7 +439,7 @@ func TestReplies(t *testing.T) {
 		replyTo: "$e1",
 		limits:  func(l *Limits) { l.MaxCharacters = 5 + 10 + excerptChars },
 		want: []string{"\n" + strings.Repeat("a", excerptChars) + truncMarker + "\n",
-			`<reply_to event_id="$e2" status="outside_context" />`},
+			`<reply_to event_id="$e2" />`},
 		notWant:  []string{"NEVER"},
 		wantGets: []id.EventID{"$e1"},
 	}} {

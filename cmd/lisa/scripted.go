@@ -68,12 +68,14 @@ func parseContext(block string) []ctxMessage {
 		}
 		a := attrs(tag)
 		text, meta, _ := strings.Cut(rest, "<")
-		m := ctxMessage{seq: a["sequence"], authorID: a["author_id"], authorName: a["author_name"],
+		// Messages are named by event ID (roomctx, issue #30), in older
+		// blocks by sequence number.
+		m := ctxMessage{seq: firstOf(a["event_id"], a["sequence"]), authorID: a["author_id"], authorName: a["author_name"],
 			text: strings.TrimSpace(html.UnescapeString(text)), invocation: a["invocation"] == "true", assistant: a["assistant"] == "true"}
 		if strings.HasPrefix(meta, "reply_to") {
 			rtag, rrest, _ := strings.Cut(meta, ">")
 			ra := attrs(rtag)
-			m.replySeq = ra["sequence"]
+			m.replySeq = firstOf(ra["event_id"], ra["sequence"])
 			if ra["assistant"] == "true" {
 				rtext, _, _ := strings.Cut(rrest, "<")
 				m.replyAssistant, m.replyText = true, strings.TrimSpace(html.UnescapeString(rtext))
@@ -82,6 +84,16 @@ func parseContext(block string) []ctxMessage {
 		out = append(out, m)
 	}
 	return out
+}
+
+// firstOf returns the first non-empty value.
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // demoMove is one decision of the scripted model: a tool call (tool and

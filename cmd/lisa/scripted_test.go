@@ -63,6 +63,23 @@ Is SQLite fine for a small team?
 	}
 }
 
+// TestDemoModelFollowUpByEventID: roomctx names reply targets by event ID.
+func TestDemoModelFollowUpByEventID(t *testing.T) {
+	block := `<room_context room_id="!r">
+<message event_id="$a" author_id="@lisa:x" author_name="Lisa" assistant="true">
+- SQLite suits a small team. PostgreSQL scales further.
+</message>
+<message event_id="$q" author_id="@bob:x" author_name="Bob" invocation="true">
+Is SQLite fine for a small team?
+<reply_to event_id="$a" />
+</message>
+</room_context>`
+	got := decide(llmscript.Request{Messages: []llmscript.Message{{Role: "user", Content: block}}}).answer
+	if !strings.Contains(got, "SQLite suits a small team.") {
+		t.Fatalf("answer %q", got)
+	}
+}
+
 func TestDemoModelResearchSteps(t *testing.T) {
 	block := `<message sequence="1" author_id="@bob:x" invocation="true">
 Lisa, can you look up Dendrite?
