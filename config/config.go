@@ -134,7 +134,7 @@ type ContextConfig struct {
 	// WindowStepEvents is how far the excerpt's start moves at once: it
 	// stays put while the window fills up and then moves this many events,
 	// so successive requests share their beginning (a prompt prefix an LLM
-	// server can reuse).
+	// server can reuse). A value above MaxEvents acts as MaxEvents.
 	WindowStepEvents int `koanf:"window_step_events"`
 }
 

@@ -41,7 +41,7 @@ func Default() Config {
 			MaxCharacters:      24_000,
 			MaxEventCharacters: 4_000,
 			MaxReplyDepth:      2,
-			WindowStepEvents:   10,
+			WindowStepEvents:   20,
 		},
 		Search: SearchConfig{
 			MaxResults:     8,

@@ -170,11 +170,9 @@ func (c ContextConfig) validate(ps *Problems) {
 	checkRange(ps, "context.max_characters", c.MaxCharacters, 1, MaxContextCharacters)
 	checkRange(ps, "context.max_event_characters", c.MaxEventCharacters, 1, MaxEventCharacters)
 	checkRange(ps, "context.max_reply_depth", c.MaxReplyDepth, 1, MaxReplyDepth)
-	if inRange(c.MaxEvents, 1, MaxContextEvents) {
-		checkRange(ps, "context.window_step_events", c.WindowStepEvents, 1, c.MaxEvents)
-	} else {
-		checkRange(ps, "context.window_step_events", c.WindowStepEvents, 1, MaxContextEvents)
-	}
+	// A step beyond max_events acts as max_events (roomctx clamps it), so
+	// lowering max_events alone never makes a configuration invalid.
+	checkRange(ps, "context.window_step_events", c.WindowStepEvents, 1, MaxContextEvents)
 }
 
 func (s SearchConfig) validate(ps *Problems) {

@@ -187,7 +187,7 @@ func TestPromptFacts(t *testing.T) {
 	// that a server can reuse the prompt prefix; details, then facts.
 	if strings.Count(user, "<host_facts>") != 1 || !strings.HasPrefix(user, contextIntro+"<room_context/>") ||
 		strings.Index(user, "<room_details") > strings.Index(user, "<host_facts>") ||
-		!strings.HasSuffix(user, `marked invocation="true"), following the host policy.`) {
+		!strings.HasSuffix(user, "</host_facts>") || !strings.Contains(contextIntro, `marked invocation="true"`) {
 		t.Errorf("user message layout:\n%s", user)
 	}
 	later := first(Facts{Now: now.Add(26 * time.Hour), Location: berlin, Room: room})

@@ -48,8 +48,13 @@ type need struct {
 }
 
 // newNeed wants MaxEvents-1 messages (the invocation is one) and
-// MaxCharacters characters.
-func newNeed(l Limits) need { return need{events: l.MaxEvents - 1, chars: l.MaxCharacters} }
+// MaxCharacters characters, and WindowStepEvents-1 messages more (and
+// their share of characters): the previous block's start, where the next
+// block begins, may lie that far back.
+func newNeed(l Limits) need {
+	extra := max(l.WindowStepEvents, 1) - 1
+	return need{events: l.MaxEvents - 1 + extra, chars: l.MaxCharacters + l.MaxCharacters*extra/max(l.MaxEvents, 1)}
+}
 
 // met reports whether nothing more is wanted.
 func (n need) met() bool { return n.events <= 0 || n.chars <= 0 }

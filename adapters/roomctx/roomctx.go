@@ -222,7 +222,7 @@ func (b *Builder) history(ctx context.Context, c *roompb.Candidate, room id.Room
 // the invocation in the same /sync response (same room, before it,
 // bounded) stand in.
 func (b *Builder) timeline(ctx context.Context, c *roompb.Candidate, room id.RoomID, inv *turn) (before, state []*event.Event) {
-	limit := contextLimit(b.limits.MaxEvents)
+	limit := contextLimit(b.limits.MaxEvents + b.limits.WindowStepEvents - 1)
 	resp, err := b.fetch.Context(ctx, room, inv.id, contextFilter(), limit)
 	if ctx.Err() != nil {
 		return nil, nil

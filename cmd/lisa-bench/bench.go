@@ -42,6 +42,9 @@ type benchOptions struct {
 	latencyProfile      string // profile the fake-homeserver latency phase
 	fakesInProcess      bool   // run the latency phase's fakes in the bench process
 	trace               string // execution trace of the fake-homeserver latency phase
+	prefixInvocations   int    // prompt prefix: invocations in the lived-in room
+	prefixBetween       int    // prompt prefix: messages of others before each
+	prefixStep          int    // prompt prefix: context.window_step_events (0: the default)
 	logOut              io.Writer
 }
 
@@ -54,6 +57,7 @@ type benchReport struct {
 	Dendrite   *latencyReport   `json:"latency_dendrite,omitempty"`
 	Throughput *throughputStats `json:"throughput,omitempty"`
 	Scale      *scaleReport     `json:"scale,omitempty"`
+	Prefix     *prefixReport    `json:"prompt_prefix,omitempty"`
 	Targets    []targetResult   `json:"targets"`
 }
 
@@ -118,6 +122,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the fake-homeserver latency phase to this file (go tool trace)")
 	fs.StringVar(&o.startProfile, "start-cpu-profile", "", "write a CPU profile of the start-up with journals (scale phase) to this file")
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "write a heap profile to this file while the idle rooms run")
+	fs.IntVar(&o.prefixInvocations, "prefix-invocations", 50, "prompt prefix: invocations in a lived-in room")
+	fs.IntVar(&o.prefixBetween, "prefix-between", 3, "prompt prefix: messages of others before each invocation")
+	fs.IntVar(&o.prefixStep, "prefix-step", 0, "prompt prefix: context.window_step_events (0 keeps the default)")
 	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -206,6 +213,14 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 		}
 		rep.Scale = sr
 	}
+	if o.prefixInvocations > 1 {
+		step("prompt prefix: %d invocations in a lived-in room, %d messages between", o.prefixInvocations, o.prefixBetween)
+		pr, err := benchPrefix(ctx, prefixWork(work), o)
+		if err != nil {
+			return rep, fmt.Errorf("prompt prefix: %w", err)
+		}
+		rep.Prefix = pr
+	}
 	if o.dendrite && o.dendriteInvocations > 0 {
 		step("latency through Dendrite: %d invocations (the first run builds Dendrite)", o.dendriteInvocations)
 		lr, err := benchDendriteLatency(ctx, filepath.Join(work, "dendrite"), o)
@@ -270,6 +285,10 @@ func targets(r *benchReport) []targetResult {
 			targetResult{"ready time", "≤ 1 s", fmt.Sprintf("%.3f s to first answer (%d rooms, %d journal events; all rooms live after %.3f s)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.AllLiveSeconds), s.ReadySeconds <= 1},
 		)
 		out = append(out, startupTargets(s.Startup)...)
+	}
+	if p := r.Prefix; p != nil {
+		out = append(out, targetResult{"shared prompt prefix (#30)", "≥ 90 % of successive requests' bytes",
+			fmt.Sprintf("%.1f %% over %d requests (%d start moves)", 100*p.SharedFraction, p.Requests, p.StartMoves), p.SharedFraction >= 0.9})
 	}
 	return out
 }
@@ -344,8 +363,13 @@ func printRest(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "  %-42s %.3f s (every room read back once)\n", "start to first answer after a crash", s.ReadyAfterCrashSeconds)
 		printStartup(w, s.Startup)
 	}
+	if p := r.Prefix; p != nil {
+		fmt.Fprintf(w, "prompt prefix (%d invocations, %d messages between, max_events %d, window_step_events %d)\n", p.Invocations, p.MessagesBetween, p.MaxEvents, p.WindowStepEvents)
+		fmt.Fprintf(w, "  %-42s %.1f %% (median %.1f %%, p10 %.1f %%, least %.1f %%; %d start moves; %d bytes per request)\n", "shared with the previous request",
+			100*p.SharedFraction, 100*p.P50Fraction, 100*p.P10Fraction, 100*p.MinFraction, p.StartMoves, p.MeanRequestBytes)
+	}
 	if len(r.Targets) > 0 {
-		fmt.Fprintf(w, "targets (issues #8, #19)\n")
+		fmt.Fprintf(w, "targets (issues #8, #19, #30)\n")
 		for _, t := range r.Targets {
 			mark := "MET"
 			if !t.Met {

@@ -133,6 +133,12 @@ func inReplyTo(content []byte) string {
 // Lisa's daemon against hs and the LLM at llmURL. The configuration goes
 // through the same loader and validation as `lisa run`.
 func startBenchLisa(ctx context.Context, work string, hs benchTarget, llmURL string, rooms []string, maxConcurrent int, logOut io.Writer) (*benchLisa, error) {
+	return startBenchLisaWith(ctx, work, hs, llmURL, rooms, maxConcurrent, logOut, "")
+}
+
+// startBenchLisaWith is startBenchLisa with extra configuration text
+// appended (more keys of [context], say).
+func startBenchLisaWith(ctx context.Context, work string, hs benchTarget, llmURL string, rooms []string, maxConcurrent int, logOut io.Writer, extra string) (*benchLisa, error) {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return nil, err
 	}
@@ -168,7 +174,7 @@ max_concurrent_rooms = %d
 # One human sends every mention of the bench, hundreds per room: the
 # per-sender flood guard would refuse them.
 sender_rate_limit = 0
-`, hs.url, hs.user, hs.device, strings.Join(quoted, ", "), llmURL, maxConcurrent)
+`, hs.url, hs.user, hs.device, strings.Join(quoted, ", "), llmURL, maxConcurrent) + extra
 	cfgPath := filepath.Join(work, "lisa.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		return nil, err

@@ -31,13 +31,13 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := bench(ctx, []string{"-invocations", "5", "-warmup", "1", "-latency-rooms", "2", "-dendrite=false",
 		"-rooms", "4", "-per-room", "2", "-idle-rooms", "20", "-journal-events", "400", "-fsyncs", "10", "-rtts", "20",
-		"-json", jsonPath}, &stdout, &stderr)
+		"-prefix-invocations", "4", "-json", jsonPath}, &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5, fakes in their own process)", "store floor", "÷ store floor",
 		"Lisa's CPU per invocation", "top 10 flat", "top 10 cumulative",
-		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19)", "start-up, worst shape", "after a crash"} {
+		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19, #30)", "prompt prefix (4 invocations", "shared prompt prefix (#30)", "start-up, worst shape", "after a crash"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -118,7 +118,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Errorf("scale = %+v", rep.Scale)
 	case len(rep.Scale.Startup) != 2 || rep.Scale.Startup[0].EventsPerRoom != 20 || rep.Scale.Startup[1].EventsPerRoom != 49:
 		t.Errorf("start-up shapes = %+v", rep.Scale.Startup)
-	case len(rep.Targets) != 9:
+	case len(rep.Targets) != 10: // with the shared prompt prefix (#30)
 		t.Errorf("targets = %+v", rep.Targets)
 	}
 	for _, sr := range rep.Scale.Startup {
