@@ -11,13 +11,15 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
+
+	"github.com/lisabot/lisa/devkit/demo"
 )
 
 // demoRunCapture is what the test's demoObserver saw: the room's messages
 // as the homeserver stores them (newest first) and the local servers'
 // records.
 type demoRunCapture struct {
-	run    demoResult
+	run    demo.Result
 	events []*event.Event
 	err    error
 }
@@ -30,9 +32,9 @@ func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var got demoRunCapture
-	demoObserver = func(ctx context.Context, run demoResult) {
+	observe := func(ctx context.Context, run demo.Result) {
 		got.run = run
-		resp, err := run.human.Messages(ctx, run.room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
+		resp, err := run.Human.Messages(ctx, run.Room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
 		if err != nil {
 			got.err = err
 			return
@@ -45,7 +47,6 @@ func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
 		}
 		got.events = resp.Chunk
 	}
-	defer func() { demoObserver = nil }()
 	var stdout, stderr bytes.Buffer
 	env := func(k string) (string, bool) {
 		if strings.HasPrefix(k, "LISA_DEMO_") {
@@ -53,12 +54,14 @@ func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
 		}
 		return os.LookupEnv(k)
 	}
-	code := run(ctx, []string{"demo", "--exit-after-transcript"}, strings.NewReader(""), &stdout, &stderr, env)
+	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: env,
+		demo: func(o *demo.Options) { o.Observer = observe }}
+	code := runWith(ctx, c, []string{"demo", "--exit-after-transcript"})
 	if code != exitOK {
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	if got.err != nil || got.events == nil {
-		t.Fatalf("reading the room back: %v (observer ran: %v)", got.err, got.run.human != nil)
+		t.Fatalf("reading the room back: %v (observer ran: %v)", got.err, got.run.Human != nil)
 	}
 	if strings.Contains(stderr.String(), `"level":"ERROR"`) {
 		t.Fatalf("demo logged errors:\n%s", stderr.String())
@@ -86,9 +89,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	for i := len(got.events) - 1; i >= 0; i-- {
 		evt := got.events[i]
 		switch string(evt.Sender) {
-		case got.run.lisa:
+		case got.run.Lisa:
 			replies[replyTarget(evt)] = append(replies[replyTarget(evt)], evt)
-		case got.run.bob:
+		case got.run.Bob:
 			if strings.Contains(evt.Content.AsMessage().Body, "?") {
 				questions = append(questions, evt)
 			}
@@ -121,7 +124,7 @@ func TestDemoEndToEnd(t *testing.T) {
 func checkNamesAlice(t *testing.T, got demoRunCapture, reply *event.Event) {
 	t.Helper()
 	body := reply.Content.AsMessage().Body
-	if !strings.Contains(body, "Alice") || !strings.Contains(body, got.run.alice) || !strings.Contains(body, "old NUC") {
+	if !strings.Contains(body, "Alice") || !strings.Contains(body, got.run.Alice) || !strings.Contains(body, "old NUC") {
 		t.Fatalf("the answer about the room does not name Alice and what she said: %q", body)
 	}
 }
@@ -144,14 +147,14 @@ func checkSourcesFetched(t *testing.T, got demoRunCapture, reply *event.Event) {
 		t.Fatalf("the Sources section links nothing: %s", sources)
 	}
 	for _, l := range links {
-		if !slices.Contains(got.run.requested, l) {
-			t.Fatalf("source %s was not fetched in this run (web site served %v)", l, got.run.requested)
+		if !slices.Contains(got.run.Requested, l) {
+			t.Fatalf("source %s was not fetched in this run (web site served %v)", l, got.run.Requested)
 		}
 		if !strings.Contains(msg.Body, l) {
 			t.Fatalf("the plain body does not list source %s: %q", l, msg.Body)
 		}
 	}
-	if len(got.run.queries) == 0 {
+	if len(got.run.Queries) == 0 {
 		t.Fatal("the local SearXNG was never queried")
 	}
 }

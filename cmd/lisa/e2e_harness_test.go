@@ -19,6 +19,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/chaos"
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -103,7 +104,7 @@ func newE2E(t *testing.T, allowedRooms int) *e2e {
 		}
 	}
 	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
-		return llmfake.Answer("answer: " + invocationText(r.LastUser()))
+		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser()))
 	})))
 	return e
 }

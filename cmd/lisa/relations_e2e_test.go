@@ -10,6 +10,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
@@ -62,7 +63,7 @@ func (e *e2e) requestFor(marker string) string {
 	e.t.Helper()
 	reqs := e.llm.Requests()
 	for i := len(reqs) - 1; i >= 0; i-- {
-		if strings.Contains(invocationText(reqs[i].LastUser()), marker) {
+		if strings.Contains(demo.InvocationText(reqs[i].LastUser()), marker) {
 			raw, _ := json.Marshal(reqs[i])
 			return string(raw)
 		}
@@ -156,8 +157,8 @@ func TestEditsBeforeTheAnswer(t *testing.T) {
 	s := e.settle(room)
 	e.expectReplies(room, map[id.EventID]int{busy: 1, asked: 1, plain: 1, s: 1})
 	for _, r := range e.llm.Requests() {
-		if strings.Contains(invocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(invocationText(r.LastUser()), "ORIGINAL-WORDING") {
-			t.Errorf("an LLM request answered %q", invocationText(r.LastUser()))
+		if strings.Contains(demo.InvocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(demo.InvocationText(r.LastUser()), "ORIGINAL-WORDING") {
+			t.Errorf("an LLM request answered %q", demo.InvocationText(r.LastUser()))
 		}
 	}
 }
@@ -202,7 +203,7 @@ func TestRedactions(t *testing.T) {
 		t.Errorf("replies = %v; want busy and sentinel once, the withdrawn question never", got)
 	}
 	for _, r := range e.llm.Requests() {
-		if strings.Contains(invocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
+		if strings.Contains(demo.InvocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
 			t.Error("the withdrawn question reached the model")
 		}
 		if strings.Contains(r.LastUser(), "WITHDRAWN-QUESTION") {
