@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/lisabot/lisa/devkit/demo"
+	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
 // demoRunCapture is what the test's demoObserver saw: the room's messages
@@ -24,10 +26,17 @@ type demoRunCapture struct {
 	err    error
 }
 
-// runDemoCaptured runs `lisa demo --exit-after-transcript` with the
-// scripted LLM and reads the room back from the homeserver before the
-// demo stops it.
-func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
+// demoRun is one finished run of the demo command.
+type demoRun struct {
+	code           int
+	stdout, stderr string
+	got            demoRunCapture
+}
+
+// runDemoCommand runs `lisa demo --exit-after-transcript`, the demo's
+// LISA_DEMO_* variables taken from demoEnv only (none: the scripted LLM),
+// and reads the room back from the homeserver before the demo stops it.
+func runDemoCommand(t *testing.T, demoEnv map[string]string) demoRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -50,23 +59,32 @@ func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
 	var stdout, stderr bytes.Buffer
 	env := func(k string) (string, bool) {
 		if strings.HasPrefix(k, "LISA_DEMO_") {
-			return "", false // always the scripted LLM here
+			v, ok := demoEnv[k]
+			return v, ok
 		}
 		return os.LookupEnv(k)
 	}
 	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: env,
 		demo: func(o *demo.Options) { o.Observer = observe }}
 	code := runWith(ctx, c, []string{"demo", "--exit-after-transcript"})
-	if code != exitOK {
-		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-	}
 	if got.err != nil || got.events == nil {
-		t.Fatalf("reading the room back: %v (observer ran: %v)", got.err, got.run.Human != nil)
+		t.Fatalf("reading the room back: %v (observer ran: %v; exit %d)\nstdout:\n%s\nstderr:\n%s", got.err, got.run.Human != nil, code, stdout.String(), stderr.String())
 	}
-	if strings.Contains(stderr.String(), `"level":"ERROR"`) {
-		t.Fatalf("demo logged errors:\n%s", stderr.String())
+	return demoRun{code: code, stdout: stdout.String(), stderr: stderr.String(), got: got}
+}
+
+// runDemoCaptured runs the demo with the scripted LLM and requires it to
+// succeed without logging errors.
+func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
+	t.Helper()
+	r := runDemoCommand(t, nil)
+	if r.code != exitOK {
+		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	return got, stdout.String()
+	if strings.Contains(r.stderr, `"level":"ERROR"`) {
+		t.Fatalf("demo logged errors:\n%s", r.stderr)
+	}
+	return r.got, r.stdout
 }
 
 // replyTarget returns the event an event replies to, or "".
@@ -116,6 +134,54 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(out, "--- transcript") || !strings.Contains(out, "tool calls: web_search ok ×1, fetch_web_page ok ×1, html_to_markdown ok ×1") {
 		t.Fatalf("the transcript lacks the research invocation's summary:\n%s", out)
+	}
+	for _, c := range got.run.Checks {
+		if !c.Passed() {
+			t.Fatalf("self-check %q failed: %s", c.Name, c.Problem)
+		}
+	}
+	if len(got.run.Checks) != 5 || !strings.Contains(out, "--- all 5 checks passed ---") {
+		t.Fatalf("the demo did not report its self-check (%d checks):\n%s", len(got.run.Checks), out)
+	}
+}
+
+// TestDemoFailsItsSelfCheck runs the demo against a model that rejects
+// every request, so each question gets the persona's error: the demo
+// must exit 1, name the failed check and show the log line that explains
+// it, instead of passing while its showcase failed.
+func TestDemoFailsItsSelfCheck(t *testing.T) {
+	model := llmfake.Start(t, llmfake.WithModels("broken-model"),
+		llmfake.WithDefault(llmfake.Error(http.StatusBadRequest, "this scripted model fails on purpose")))
+	r := runDemoCommand(t, map[string]string{"LISA_DEMO_LLM_URL": model.URL(), "LISA_DEMO_LLM_MODEL": "broken-model"})
+	if r.code != exitFailure {
+		t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"FAILED  " + demo.CheckNoError + ": the answer to",
+		"FAILED  " + demo.CheckSources + ": the research answer has no Sources list",
+		`"code":"llm_rejected"`,
+		"--- 2 of 5 checks failed ---",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "lisa demo: the showcase failed 2 check(s): "+demo.CheckNoError+"; "+demo.CheckSources) {
+		t.Errorf("stderr does not name the failed checks:\n%s", r.stderr)
+	}
+	// The self-check's verdict matches the room: every question was
+	// answered once, with the persona's error.
+	var lisa int
+	for _, evt := range r.got.events {
+		if string(evt.Sender) == r.got.run.Lisa {
+			lisa++
+			if body := evt.Content.AsMessage().Body; !strings.Contains(body, "thoughts got tangled") {
+				t.Errorf("Lisa answered %q, not the persona's error", body)
+			}
+		}
+	}
+	if lisa != 3 {
+		t.Errorf("Lisa sent %d messages, want 3 error replies", lisa)
 	}
 }
 

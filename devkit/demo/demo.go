@@ -49,12 +49,18 @@ type Result struct {
 	Requested []string
 	// Queries lists the queries the local SearXNG answered, in order.
 	Queries []string
+	// Checks is the outcome of the self-check.
+	Checks []Check
 }
 
 // Run runs the demo: a local Dendrite, a room with two people, a scripted
 // (or real) model, a local search engine and web site, and Lisa's actor
-// tree on a fresh Badger directory; it plays the conversation and prints
-// the transcript. Everything it started is stopped when it returns.
+// tree on a fresh Badger directory; it plays the conversation, prints the
+// transcript and checks, from the events the homeserver stores, that the
+// showcase worked. A failed check makes Run return a [*CheckError] (after
+// printing which check failed and the log line that explains it), also
+// when the demo would otherwise keep running. Everything it started is
+// stopped when it returns.
 func Run(ctx context.Context, opts Options) error {
 	out := opts.Out
 	work, err := os.MkdirTemp("", "lisa-demo-")
@@ -109,15 +115,25 @@ func Run(ctx context.Context, opts Options) error {
 	if err := d.AwaitBaseline(ctx, time.Minute); err != nil {
 		return err
 	}
-	if err := playConversation(ctx, st, session, probe); err != nil {
+	p, err := playConversation(ctx, st, session, probe, out)
+	if err != nil {
 		return err
 	}
-	if err := printTranscript(ctx, out, st.human, st.room, probe.summaries()); err != nil {
+	events, err := storedMessages(ctx, st.human, st.room)
+	if err != nil {
 		return err
 	}
+	printTranscript(out, events, probe.summaries())
+	checks := selfCheck(checkInput{lisa: id.UserID(st.lisaAcc.UserID), events: events, played: p,
+		errorTexts: []string{res.Config.Persona.GenericError, res.Config.Persona.OverloadError},
+		fetched:    w.site.Requested(), logs: logs.all()})
+	failed := printChecks(out, checks)
 	if opts.Observer != nil {
 		opts.Observer(ctx, Result{Human: st.human, Room: st.room, Lisa: st.lisaAcc.UserID, Bob: st.humAcc.UserID,
-			Alice: st.alice.UserID, Requested: w.site.Requested(), Queries: w.search.Queries()})
+			Alice: st.alice.UserID, Requested: w.site.Requested(), Queries: w.search.Queries(), Checks: checks})
+	}
+	if len(failed) > 0 {
+		return &CheckError{Failed: failed}
 	}
 	if opts.ExitAfterTranscript {
 		return nil

@@ -46,6 +46,13 @@ func (t *logTap) Write(p []byte) (int, error) {
 	}
 }
 
+// all returns every log line so far, oldest first.
+func (t *logTap) all() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.lines)
+}
+
 // records returns the parsed log records with message msg, oldest first.
 func (t *logTap) records(msg string) []map[string]any {
 	t.mu.Lock()
