@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/lisabot/lisa/devkit/demo"
 )
 
 // demoCmd runs the whole system on this machine (package devkit/demo).
+// It exits 2 when something the demo needs is missing, 1 when the demo
+// failed (its self-check included).
 func demoCmd(ctx context.Context, c *cli, args []string) int {
 	fs := newFlagSet(c, "demo", "[--exit-after-transcript]")
-	exitAfter := fs.Bool("exit-after-transcript", false, "stop everything after printing the transcript (for CI)")
+	exitAfter := fs.Bool("exit-after-transcript", false, "stop everything after printing the transcript and the self-check (for CI)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -18,9 +21,18 @@ func demoCmd(ctx context.Context, c *cli, args []string) int {
 	if c.demo != nil {
 		c.demo(&opts)
 	}
-	if err := demo.Run(ctx, opts); err != nil {
+	err := demo.Run(ctx, opts)
+	var pre *demo.PrerequisiteError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &pre):
+		for _, m := range pre.Missing {
+			fmt.Fprintf(c.stderr, "lisa demo: missing %s\n    fix: %s\n", m.What, m.Fix)
+		}
+		return exitUsage
+	default:
 		fmt.Fprintln(c.stderr, "lisa demo:", err)
 		return exitFailure
 	}
-	return exitOK
 }

@@ -14,6 +14,7 @@ import (
 	"maunium.net/go/mautrix/event"
 
 	"github.com/lisabot/lisa/devkit/demo"
+	devdendrite "github.com/lisabot/lisa/devkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
@@ -222,5 +223,50 @@ func checkSourcesFetched(t *testing.T, got demoRunCapture, reply *event.Event) {
 	}
 	if len(got.run.Queries) == 0 {
 		t.Fatal("the local SearXNG was never queried")
+	}
+}
+
+// TestDemoMissingPrerequisite: what the demo needs is checked before
+// anything starts; a missing piece ends the demo at once with exit code 2,
+// naming it and the command that provides it.
+func TestDemoMissingPrerequisite(t *testing.T) {
+	// No go command, and no Dendrite built: the first run cannot build it.
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(devdendrite.CacheDirEnv, t.TempDir())
+	t.Setenv(devdendrite.BinaryEnv, "")
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no go, no Dendrite", nil, []string{
+			"lisa demo: missing the go command, to build the local homeserver (Dendrite " + devdendrite.Version + ") on the first run\n",
+			"    fix: install Go "}},
+		{"a real model without its name", map[string]string{"LISA_DEMO_LLM_URL": "http://127.0.0.1:9/v1"}, []string{
+			"lisa demo: missing LISA_DEMO_LLM_MODEL", "    fix: export LISA_DEMO_LLM_MODEL=", "lisa demo: missing the go command"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			env := func(k string) (string, bool) {
+				if strings.HasPrefix(k, "LISA_DEMO_") {
+					v, ok := c.env[k]
+					return v, ok
+				}
+				return os.LookupEnv(k)
+			}
+			code := run(t.Context(), []string{"demo", "--exit-after-transcript"}, strings.NewReader(""), &stdout, &stderr, env)
+			if code != exitUsage {
+				t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUsage, stdout.String(), stderr.String())
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("the demo started something before failing its prerequisites:\n%s", stdout.String())
+			}
+		})
 	}
 }

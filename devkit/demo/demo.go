@@ -65,9 +65,14 @@ func Run(ctx context.Context, opts Options) error {
 	out := opts.Out
 	work, err := os.MkdirTemp("", "lisa-demo-")
 	if err != nil {
-		return err
+		return &PrerequisiteError{Missing: []Missing{{What: fmt.Sprintf("a writable temporary directory for the demo's files (%v)", err), Fix: "export TMPDIR=/tmp"}}}
 	}
 	defer os.RemoveAll(work)
+	if missing := checkPrerequisites(ctx, thisHost(opts.Getenv), work); len(missing) > 0 {
+		return &PrerequisiteError{Missing: missing}
+	}
+	conv := chooseConverter(ctx, func(ctx context.Context) (string, error) { return daemon.CheckPandoc(ctx, config.Default()) })
+	fmt.Fprintln(out, conv.note)
 
 	st, err := startStack(ctx, work, out)
 	if err != nil {
@@ -84,7 +89,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer w.search.Close()
 	defer w.site.Close()
-	res, llmURL, stopLLM, err := writeConfig(opts.Getenv, work, st, w)
+	res, llmURL, stopLLM, err := writeConfig(opts.Getenv, work, st, w, conv)
 	if err != nil {
 		return err
 	}

@@ -157,7 +157,7 @@ func startStack(ctx context.Context, work string, out io.Writer) (_ *stack, err 
 // loads them. The LLM is a real endpoint if the operator named one
 // (LISA_DEMO_LLM_*), else the scripted model speaking the same wire
 // format; stop ends the latter.
-func writeConfig(lookup config.LookupEnv, work string, st *stack, w *web) (res config.Resolved, llmURL string, stop func(), err error) {
+func writeConfig(lookup config.LookupEnv, work string, st *stack, w *web, conv converterChoice) (res config.Resolved, llmURL string, stop func(), err error) {
 	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": st.lisaAcc.AccessToken}
 	getenv := func(k string) string { v, _ := lookup(k); return v }
 	llmURL, model := getenv("LISA_DEMO_LLM_URL"), getenv("LISA_DEMO_LLM_MODEL")
@@ -180,7 +180,7 @@ func writeConfig(lookup config.LookupEnv, work string, st *stack, w *web) (res c
 		return res, "", stop, err
 	}
 	cfgPath := filepath.Join(work, "lisa.toml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(configTemplate, st.hs.URL(), st.lisaAcc.UserID, st.lisaAcc.DeviceID, st.room, llmURL, keyLine, model, w.search.URL())), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(configTemplate, st.hs.URL(), st.lisaAcc.UserID, st.lisaAcc.DeviceID, st.room, llmURL, keyLine, model, w.search.URL(), conv.setting)), 0o600); err != nil {
 		return res, "", stop, err
 	}
 	res, err = config.LoadAndResolve(cfgPath, func(k string) (string, bool) {
@@ -196,7 +196,8 @@ func writeConfig(lookup config.LookupEnv, work string, st *stack, w *web) (res c
 }
 
 // configTemplate is the demo's configuration file: homeserver, user,
-// device, room, LLM URL, API key line, model and search endpoint.
+// device, room, LLM URL, API key line, model, search endpoint and the
+// converter line of [web] (see [chooseConverter]).
 //
 // Search goes to the demo's own SearXNG stand-in, whose results point at
 // the demo's web site on 127.0.0.1, so research works with no internet
@@ -232,6 +233,7 @@ timeout_seconds = 5
 
 [web]
 allow_private_addresses = true
+%s
 
 [runtime]
 data_dir = "data"
