@@ -36,16 +36,11 @@ const (
 	RejectType       Verdict = "not_text_message"
 	RejectOwn        Verdict = "own_event"
 	RejectRedacted   Verdict = "redacted"
+	// RejectEdit is an edit (m.replace) of a message that did not invoke
+	// Lisa: an edit is never an invocation, even one that adds a mention
+	// or an alias.
 	RejectEdit       Verdict = "edit"
-	// RejectEditOfAddressed is an edit of a message that addressed Lisa
-	// itself but was never routed to her (history from before she
-	// joined or before her first sync): editing it does not make it new.
-	RejectEditOfAddressed Verdict = "edit_of_addressed"
-	// RejectEditUnverifiable is an edit whose original the homeserver
-	// refused to show, or which another member sent, or which is no
-	// text message: it is not an invocation.
-	RejectEditUnverifiable Verdict = "edit_original_invalid"
-	RejectNotAddress       Verdict = "not_addressed"
+	RejectNotAddress Verdict = "not_addressed"
 	// RejectReplyLookup means the reply target could not be checked for
 	// now (the homeserver unreachable, a 5xx, 429 or 408 answer, the
 	// ledger failing); the sync source fails the whole answer rather than
