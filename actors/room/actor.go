@@ -325,6 +325,9 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 	case LoadInbox:
 		r.loadInbox(ctx)
 	case RemoveInbox:
+		if e.Outcome != "" {
+			r.cfg.Logger.Info("inbox entry ignored", "room", messages.RoomID(r.room), "event", messages.EventID(e.EventID), "outcome", e.Outcome)
+		}
 		if err := r.cfg.Inbox.RemoveInbox(r.room, e.EventID); err != nil {
 			panic(fmt.Errorf("room: remove inbox entry: %w", err))
 		}

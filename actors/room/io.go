@@ -120,8 +120,19 @@ type Effect interface{ isEffect() }
 type LoadInbox struct{}
 
 // RemoveInbox: delete an inbox entry whose journal event is persisted but
-// did not take the entry itself (a duplicate, or a candidate of another room).
-type RemoveInbox struct{ EventID string }
+// did not take the entry itself (a duplicate, or a candidate of another
+// room), or one the room ignores without a journal event. Outcome, when
+// set, says why the entry was ignored (OutcomeEdit), for the log.
+type RemoveInbox struct {
+	EventID string
+	Outcome string
+}
+
+// OutcomeEdit is the outcome of an edit the room ignores: an edit of an
+// invocation that has started or ended, another member's edit, or an
+// edit of a message that is no invocation. An edit is never an
+// invocation.
+const OutcomeEdit = "edit"
 
 // RequestSlot: ask the rooms supervisor for a concurrency slot.
 type RequestSlot struct{}
@@ -229,6 +240,9 @@ func Describe(v any) string {
 	case Reconcile:
 		return fmt.Sprintf("Reconcile %s txn=%s", v.EventID, v.TxnID)
 	case RemoveInbox:
+		if v.Outcome != "" {
+			return fmt.Sprintf("RemoveInbox %s outcome=%s", v.EventID, v.Outcome)
+		}
 		return "RemoveInbox " + v.EventID
 	case RecordBotEvent:
 		return fmt.Sprintf("RecordBotEvent %s for %s", v.ReplyEventID, v.InReplyTo)

@@ -248,7 +248,7 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 			out.effect(RemoveInbox{EventID: id})
 			continue
 		}
-		if m.relation(&out, c, queued, ms) {
+		if m.relation(&out, c, queued) {
 			continue
 		}
 		if m.Knows(id) || batch[id] {
@@ -488,7 +488,7 @@ func (m *Machine) refuse(c *roompb.Candidate, queueLen int, noticed bool, ms int
 		Candidate: &roompb.Candidate{
 			RoomId: c.GetRoomId(), EventId: c.GetEventId(), Sender: c.GetSender(),
 			OriginTsMs: c.GetOriginTsMs(), Trigger: c.GetTrigger(), InboxSeq: c.GetInboxSeq(),
-			ThreadRootEventId: c.GetThreadRootEventId(), EditEventId: c.GetEditEventId(),
+			ThreadRootEventId: c.GetThreadRootEventId(),
 		},
 		Reason:      reason,
 		RefusedAtMs: ms,

@@ -3,8 +3,6 @@ package room
 import (
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -17,12 +15,12 @@ import (
 // relation takes in an inbox candidate that is an edit or a redaction.
 // queued holds the candidates this step queues (not applied yet). It
 // reports false for an ordinary candidate.
-func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate, ms int64) bool {
+func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) bool {
 	switch {
 	case c.GetRedactsEventId() != "":
 		m.redaction(out, c, queued)
 	case c.GetReplacesEventId() != "":
-		m.edit(out, c, queued, ms)
+		m.edit(out, c, queued)
 	default:
 		return false
 	}
@@ -72,12 +70,14 @@ func (m *Machine) headGone(out *Output) {
 	m.unsure = false
 }
 
-// edit takes in an edit of a message. An invocation that has not started
-// takes the new text; an edit that newly addresses Lisa in a message she
-// has not seen starts one, keyed to the original message so that
-// exactly-once holds; anything else (a started or answered invocation,
-// another member's edit) is ignored.
-func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate, ms int64) {
+// edit takes in an edit of a message that invoked Lisa (the sync routes
+// no other edit: an edit is never an invocation). An invocation that has
+// not started takes the new text, if the edit is its sender's; anything
+// else (a started or answered invocation, another member's edit, an
+// edit of a message the room does not hold, such as one an older
+// version routed as a new invocation) is ignored with the outcome
+// OutcomeEdit.
+func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) {
 	orig := c.GetReplacesEventId()
 	edited := &roompb.InvocationEdited{
 		EventId: orig, EditEventId: c.GetEventId(), Body: c.GetBody(), FormattedBody: c.GetFormattedBody(), RoomId: m.policy.RoomID,
@@ -87,25 +87,11 @@ func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*room
 			out.event(edited)
 			return
 		}
-	} else if q := queued[orig]; q != nil {
-		if q.GetSender() == c.GetSender() {
-			out.event(edited)
-			return
-		}
-	} else if !c.GetOriginalRouted() && !m.Knows(orig) {
-		inv := proto.Clone(c).(*roompb.Candidate)
-		inv.EventId, inv.EditEventId, inv.ReplacesEventId = orig, c.GetEventId(), ""
-		if ref := m.refuse(inv, m.pending()+len(queued), false, ms); ref != nil {
-			out.event(ref)
-			return
-		}
-		m.countSender(inv.GetSender(), ms)
-		queued[orig] = inv
-		out.event(&roompb.InvocationQueued{Candidate: inv, QueuedAtMs: ms})
-		m.waitReaction(out, orig, 0)
+	} else if q := queued[orig]; q != nil && q.GetSender() == c.GetSender() {
+		out.event(edited)
 		return
 	}
-	out.effect(RemoveInbox{EventID: c.GetEventId()})
+	out.effect(RemoveInbox{EventID: c.GetEventId(), Outcome: OutcomeEdit})
 }
 
 // waitReaction schedules the wait reaction of eventID after the policy's

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,14 +45,19 @@ func TestRelationsGolden(t *testing.T) {
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
 			d.feed(t, inbox(editOf("$e4", "$a", "@u:hs", "secret body answered", true))) // after the answer
 		},
-		"edit_adds_mention_invokes_once": func(t *testing.T, d *driver) {
+		"edit_never_invokes": func(t *testing.T, d *driver) {
+			// What the sync routes no more (an edit of a message that
+			// did not invoke her), as an older version left it in the
+			// inbox: ignored, whatever it says.
 			d.feed(t, inbox(editOf("$e1", "$m", "@u:hs", "secret body now addressed", false)))
-			d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "secret body again", false))) // updates the text
-			d.feed(t, inbox(editOf("$e3", "$old", "@u:hs", "secret body", true)))      // routed, long gone
+			d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "secret body again", false)))
+			d.feed(t, inbox(editOf("$e3", "$old", "@u:hs", "secret body", true))) // routed, long gone
+			// A question and its edit in one batch: the edit applies.
+			d.feed(t, inbox(cands("$q").Candidates[0], editOf("$e4", "$q", "@u:hs", "secret body of q, edited", true)))
 			d.feed(t, SlotGranted{})
-			d.feed(t, InvocationDone{EventID: "$m", Attempt: 1, Content: []byte(`{"body":"M"}`)})
-			d.feed(t, SendDone{EventID: "$m", ReplyEventID: "$rm"})
-			d.feed(t, inbox(editOf("$e4", "$m", "@u:hs", "secret body", false)))
+			d.feed(t, InvocationDone{EventID: "$q", Attempt: 1, Content: []byte(`{"body":"Q"}`)})
+			d.feed(t, SendDone{EventID: "$q", ReplyEventID: "$rq"})
+			d.feed(t, inbox(editOf("$e5", "$m", "@u:hs", "secret body", false)))
 		},
 		"redaction_drops_queued_and_running": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a", "$b", "$c"))
@@ -127,8 +133,9 @@ func TestRelationsGolden(t *testing.T) {
 // original event ID; an edit after the start changes nothing.
 func TestEditedTextIsAnswered(t *testing.T) {
 	d := newDriverWith(relationsPolicy())
-	d.feed(t, inbox(editOf("$e1", "$m", "@u:hs", "first", false)))
-	d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "second", false)))
+	d.feed(t, cands("$m"))
+	d.feed(t, inbox(editOf("$e1", "$m", "@u:hs", "first", true)))
+	d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "second", true)))
 	out := d.m.Decide(SlotGranted{}, d.now)
 	if !out.Empty() {
 		t.Fatalf("slot grant output %v", out)
@@ -167,4 +174,40 @@ func TestOverloadReplyOnTimeout(t *testing.T) {
 			t.Errorf("%s: reply %q, want %s", tc.code, d.m.Head().Content, tc.want)
 		}
 	}
+}
+
+// TestEditNeverInvokes: whatever an edit says and however it is marked,
+// a room that holds no invocation of its original queues nothing,
+// schedules no wait reaction and starts nothing: it only clears the
+// edit's inbox entry, with the outcome "edit".
+func TestEditNeverInvokes(t *testing.T) {
+	for _, routed := range []bool{false, true} {
+		for _, trigger := range []string{"mention", "alias", "edit_update"} {
+			m := NewMachine(relationsPolicy())
+			c := editOf("$e", "$chatter", "@u:hs", "Lisa, now you are addressed", routed)
+			c.Trigger = trigger
+			out := m.Decide(inbox(c), time.UnixMilli(1_700_000_000_000))
+			want := []Effect{RemoveInbox{EventID: "$e", Outcome: OutcomeEdit}}
+			if len(out.Events) != 0 || len(out.Early) != 0 || fmt.Sprint(out.Effects) != fmt.Sprint(want) {
+				t.Errorf("routed=%v trigger=%s: %s", routed, trigger, describeAll(out))
+			}
+			if p := m.Pump(time.UnixMilli(1_700_000_000_000)); !p.Empty() {
+				t.Errorf("routed=%v trigger=%s: pump %s", routed, trigger, describeAll(p))
+			}
+		}
+	}
+}
+
+func describeAll(o Output) string {
+	var b strings.Builder
+	for _, e := range o.Early {
+		b.WriteString(" early " + Describe(e))
+	}
+	for _, e := range o.Events {
+		b.WriteString(" event " + Describe(e))
+	}
+	for _, e := range o.Effects {
+		b.WriteString(" effect " + Describe(e))
+	}
+	return b.String()
 }
