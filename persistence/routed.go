@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"encoding/binary"
 	"errors"
 
 	"github.com/dgraph-io/badger/v4"
@@ -39,32 +38,9 @@ func (m *Memory) Routed(room, eventID string) (bool, error) {
 	return ok, nil
 }
 
-// routedOriginal returns the original message of an edit that invokes
-// Lisa for the first time (it is keyed to the original), or "". Routing
-// such an edit routes its original too, so that a later edit of the same
-// message is seen as an edit of a message that invoked her (see
-// roompb.Candidate.original_routed), however long ago.
-func routedOriginal(c *roompb.Candidate) string {
-	if c.GetReplacesEventId() == "" || c.GetOriginalRouted() {
-		return ""
-	}
-	return c.GetReplacesEventId()
-}
-
-// markOriginal sets the routed marker of the original message of c (see
-// routedOriginal) in txn, pointing at c's inbox entry seq, unless it has
-// one.
-func markOriginal(txn *badger.Txn, c *roompb.Candidate, seq uint64) error {
-	orig := routedOriginal(c)
-	if orig == "" {
-		return nil
-	}
-	k := key('n', c.GetRoomId(), orig)
-	switch _, err := txn.Get(k); {
-	case err == nil:
-		return nil
-	case !errors.Is(err, badger.ErrKeyNotFound):
-		return err
-	}
-	return txn.Set(k, binary.BigEndian.AppendUint64(nil, seq))
-}
+// markOriginal is a step of CommitSync that no longer does anything: an
+// edit used to route the message it edits when it was the first to
+// address Lisa, but an edit is never an invocation now, so every edit the
+// sync routes is of a message that was routed itself. It stays only until
+// CommitSync (badger.go) stops calling it.
+func markOriginal(*badger.Txn, *roompb.Candidate, uint64) error { return nil }

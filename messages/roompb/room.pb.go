@@ -49,21 +49,23 @@ type Candidate struct {
 	// (m.relates_to.rel_type = m.thread): the reply goes into that thread and
 	// the context is the thread.
 	ThreadRootEventId string `protobuf:"bytes,11,opt,name=thread_root_event_id,json=threadRootEventId,proto3" json:"thread_root_event_id,omitempty"`
-	// Inbox form of an edit (m.replace): event_id is the edit event's ID and
-	// this is the original message it edits. The room turns it into a text
-	// update of a queued invocation (InvocationEdited), a new invocation
-	// keyed to the original (edit_event_id set), or nothing.
+	// Inbox form of an edit (m.replace) of a message that invoked Lisa:
+	// event_id is the edit event's ID and this is the original message it
+	// edits. The room turns it into a text update of a queued invocation
+	// (InvocationEdited) or nothing: an edit is never an invocation.
 	ReplacesEventId string `protobuf:"bytes,12,opt,name=replaces_event_id,json=replacesEventId,proto3" json:"replaces_event_id,omitempty"`
 	// Inbox form of a redaction: event_id is the redaction event's ID and
 	// this is the event it removes (trigger "redaction").
 	RedactsEventId string `protobuf:"bytes,13,opt,name=redacts_event_id,json=redactsEventId,proto3" json:"redacts_event_id,omitempty"`
-	// Queued form of an invocation made or updated by an edit: event_id is
-	// the original message, this is the edit whose text is used. Its inbox
-	// entry is keyed by this ID.
+	// Queued form of an invocation whose text an edit replaced
+	// (InvocationEdited): event_id is the original message, this is the
+	// edit whose text is used. (Journals of older versions also hold
+	// invocations an edit started, keyed to the original message.)
 	EditEventId string `protobuf:"bytes,14,opt,name=edit_event_id,json=editEventId,proto3" json:"edit_event_id,omitempty"`
 	// True for an edit whose original message was itself routed to the room
-	// as a candidate: such an edit can only update a queued invocation's
-	// text, never start one.
+	// as a candidate. The sync routes no other edit, so every edit it
+	// routes now sets it; older versions routed edits without it as new
+	// invocations, which the room ignores.
 	OriginalRouted bool `protobuf:"varint,15,opt,name=original_routed,json=originalRouted,proto3" json:"original_routed,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
