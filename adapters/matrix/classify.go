@@ -28,14 +28,19 @@ const (
 	// (it invoked Lisa): the room answers the new text if it has not
 	// started on the old one.
 	TriggerEdit Verdict = "edit_update"
-	// TriggerRedaction is a redaction in an allowed room: the room drops
-	// the invocation it removes, or redacts the reply to it.
+	// TriggerRedaction is a redaction in an allowed room of a message
+	// that was routed to it: the room drops the invocation it removes, or
+	// redacts the reply to it.
 	TriggerRedaction Verdict = "redaction"
-	RejectMalformed  Verdict = "malformed"
-	RejectRoom       Verdict = "room_not_allowed"
-	RejectType       Verdict = "not_text_message"
-	RejectOwn        Verdict = "own_event"
-	RejectRedacted   Verdict = "redacted"
+	// RejectRedactionOther is a redaction of a message that was never
+	// routed to its room (chatter, history): nothing of Lisa's relates to
+	// it.
+	RejectRedactionOther Verdict = "redaction_of_other"
+	RejectMalformed      Verdict = "malformed"
+	RejectRoom           Verdict = "room_not_allowed"
+	RejectType           Verdict = "not_text_message"
+	RejectOwn            Verdict = "own_event"
+	RejectRedacted       Verdict = "redacted"
 	// RejectEdit is an edit (m.replace) of a message that did not invoke
 	// Lisa: an edit is never an invocation, even one that adds a mention
 	// or an alias.

@@ -16,11 +16,34 @@ import (
 func (s *Source) classify(ctx context.Context, room id.RoomID, evt *event.Event, routed map[string]bool) (*roompb.Candidate, Verdict) {
 	switch {
 	case evt != nil && evt.Type == event.EventRedaction:
-		return s.classifier.Redaction(room, evt)
+		return s.classifyRedaction(room, evt, routed)
 	case IsEdit(evt):
 		return s.classifyEdit(room, evt, routed)
 	}
 	return s.classifier.Classify(ctx, room, evt, s.isLisa)
+}
+
+// classifyRedaction hands a redaction to its room only when the message
+// it removes was routed there (it invoked Lisa, or is an edit or redaction
+// the room took in): the room may owe a redaction of its reply, which it
+// looks up on the homeserver when the question is older than its memory.
+// Any other redaction is RejectRedactionOther. As for edits, the ledger
+// decides, and a ledger that fails for now fails the answer.
+func (s *Source) classifyRedaction(room id.RoomID, evt *event.Event, routed map[string]bool) (*roompb.Candidate, Verdict) {
+	cand, verdict := s.classifier.Redaction(room, evt)
+	if cand == nil {
+		return nil, verdict
+	}
+	if !routed[cand.GetRedactsEventId()] {
+		ok, err := s.ledger.Routed(string(room), cand.GetRedactsEventId())
+		switch {
+		case err != nil:
+			return nil, RejectReplyLookup
+		case !ok:
+			return nil, RejectRedactionOther
+		}
+	}
+	return cand, verdict
 }
 
 // classifyEdit decides what an edit (m.replace) means to Lisa. An edit is

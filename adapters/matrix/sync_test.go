@@ -25,7 +25,8 @@ func (l *emptyLedger) Routed(string, string) (bool, error)     { return false, n
 // TestSourceAgainstDendrite: a baseline answers nothing; afterwards a reply
 // to a Lisa event the ledger does not know is verified with GET /event, a
 // reply to a human is not an invocation, an edit that adds a mention to
-// chatter is rejected as an edit, Lisa's own events are reported, and
+// chatter is rejected as an edit, a redaction of chatter is not routed,
+// Lisa's own events are reported, and
 // rooms outside the allowlist are dropped locally.
 func TestSourceAgainstDendrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -97,14 +98,19 @@ func TestSourceAgainstDendrite(t *testing.T) {
 		Mentions:   &event.Mentions{UserIDs: []id.UserID{id.UserID(bot.UserID)}},
 		NewContent: &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, now?", Mentions: &event.Mentions{UserIDs: []id.UserID{id.UserID(bot.UserID)}}},
 		RelatesTo:  &event.RelatesTo{Type: event.RelReplace, EventID: humanEvent}})
+	// A redaction of chatter is nothing to the room: it never sees it.
+	withdrawn := send(human, allowed, &event.MessageEventContent{MsgType: event.MsgText, Body: "oops, wrong room"})
+	if _, err := human.RedactEvent(ctx, allowed, withdrawn); err != nil {
+		t.Fatal(err)
+	}
 
 	cur := base.Cursor
 	var cands []string
 	var own []string
 	var batchCtx [][]byte
-	edits := 0
+	edits, otherRedactions := 0, 0
 	deadline := time.Now().Add(30 * time.Second)
-	for (len(cands) < 1 || edits < 1) && time.Now().Before(deadline) {
+	for (len(cands) < 1 || edits < 1 || otherRedactions < 1) && time.Now().Before(deadline) {
 		b, err := src.Next(ctx, cur)
 		if err != nil {
 			t.Fatal(err)
@@ -118,6 +124,7 @@ func TestSourceAgainstDendrite(t *testing.T) {
 			own = append(own, string(o.EventID)+"/"+string(o.TransactionID))
 		}
 		edits += b.Rejected[string(RejectEdit)]
+		otherRedactions += b.Rejected[string(RejectRedactionOther)]
 		if b.Rejected[string(RejectRoom)] > 0 {
 			t.Logf("dropped %d events from a room outside the allowlist", b.Rejected[string(RejectRoom)])
 		}
@@ -128,8 +135,8 @@ func TestSourceAgainstDendrite(t *testing.T) {
 	if len(batchCtx) == 0 || !strings.Contains(string(batchCtx[len(batchCtx)-1]), "unrelated") {
 		t.Fatalf("candidate lacks the preceding events of its sync batch: %d kept", len(batchCtx))
 	}
-	if edits != 1 {
-		t.Fatalf("%d edits rejected as edits, want 1", edits)
+	if edits != 1 || otherRedactions != 1 {
+		t.Fatalf("%d edits rejected as edits, %d redactions of chatter rejected; want 1 each", edits, otherRedactions)
 	}
 	if ledger.asked == 0 {
 		t.Fatal("ledger not consulted before the homeserver")
