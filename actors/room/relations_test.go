@@ -321,8 +321,9 @@ func TestRelationGapsGolden(t *testing.T) {
 			d.feed(t, SlotGranted{})
 			d.feed(t, ReactionDue{EventID: "$a"})
 			d.feed(t, ReactionDue{EventID: "$b"})
-			d.feed(t, ReactionDone{EventID: "$b", Err: &messages.Error{Code: messages.CodeMatrixUnavailable, Ambiguous: true}}) // lost response
-			d.crash(t) // $a's reaction request is in flight
+			// $b's response is lost; $a's request is in flight at the crash.
+			d.feed(t, ReactionDone{EventID: "$b", Err: &messages.Error{Code: messages.CodeMatrixUnavailable, Ambiguous: true}})
+			d.crash(t)
 			d.now = d.now.Add(20 * time.Second)
 			d.feed(t, Recovered{}) // neither is requested again
 			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now.Add(10 * time.Second), QuietSince: d.now})
