@@ -5,7 +5,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/lisabot/lisa/messages/roompb"
 )
 
 // Routed reports whether the sync ledger ever routed (room, eventID) to
@@ -37,10 +36,3 @@ func (m *Memory) Routed(room, eventID string) (bool, error) {
 	_, ok := m.routed[[2]string{room, eventID}]
 	return ok, nil
 }
-
-// markOriginal is a step of CommitSync that no longer does anything: an
-// edit used to route the message it edits when it was the first to
-// address Lisa, but an edit is never an invocation now, so every edit the
-// sync routes is of a message that was routed itself. It stays only until
-// CommitSync (badger.go) stops calling it.
-func markOriginal(*badger.Txn, *roompb.Candidate, uint64) error { return nil }
