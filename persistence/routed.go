@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/dgraph-io/badger/v4"
-
 )
 
 // Routed reports whether the sync ledger ever routed (room, eventID) to
