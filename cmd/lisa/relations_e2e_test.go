@@ -186,7 +186,7 @@ func TestEditNeverInvokes(t *testing.T) {
 		}
 	}
 	for _, r := range e.llm.Requests() {
-		if u := invocationText(r.LastUser()); strings.Contains(u, "NEWLY-") {
+		if u := demo.InvocationText(r.LastUser()); strings.Contains(u, "NEWLY-") {
 			t.Errorf("an LLM request answered %q", u)
 		}
 	}

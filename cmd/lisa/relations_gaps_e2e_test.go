@@ -11,6 +11,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	roomactor "github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/faultproxy"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -144,7 +145,7 @@ func TestRedactionDuringRecoveryLookup(t *testing.T) {
 	}
 	asked := 0
 	for _, r := range e.llm.Requests() {
-		if strings.Contains(invocationText(r.LastUser()), "REDACTED-WHILE-LOOKED-UP") {
+		if strings.Contains(demo.InvocationText(r.LastUser()), "REDACTED-WHILE-LOOKED-UP") {
 			asked++
 		}
 	}
