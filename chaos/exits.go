@@ -53,9 +53,11 @@ const (
 type ExitCause struct {
 	// Name is one of the Exit* names.
 	Name string `json:"name"`
-	// Detail is the normalised evidence: her last ERROR line (message,
-	// actor, code, error) with IDs, addresses and large numbers replaced,
-	// so that identical causes group.
+	// Detail is the normalised evidence: her first fatal ERROR line (a
+	// store sync failure, a lost top-level actor) or else her last ERROR
+	// line (message, actor, code, error) that is not a supervised actor
+	// panic, with IDs, addresses, times and large numbers replaced so
+	// that identical causes group.
 	Detail string `json:"detail"`
 	// Status is how the process ended ("exit:1", "signal:aborted", ...).
 	Status string `json:"status"`
@@ -71,9 +73,11 @@ type ExitCause struct {
 type exitEvidence struct {
 	lastError string // normalised last ERROR line that is not a supervised panic
 	lastMsg   string // its message
-	lastActor string // its actor attribute, normalised to the top-level actor
-	lastCode  string
-	lastErr   string
+	lastErr   string // its normalised error
+	// A fatal cause stays the cause whatever she logs on her way out:
+	// the first store sync failure, the first lost top-level actor.
+	storeSync string // its normalised line
+	lostActor string // the actor
 	// injected counts, per top-level actor ("sync", "rooms", "tools"),
 	// the faults injected into that actor itself, by kind.
 	injected map[string]map[string]int
@@ -128,7 +132,7 @@ func (e *exitEvidence) record(rec logRecord) {
 	if rec.Actor != "" {
 		actor = normaliseActor(rec.Actor)
 	}
-	e.lastMsg, e.lastActor, e.lastCode, e.lastErr = rec.Msg, actor, rec.Code, normalise(rec.Err)
+	e.lastMsg, e.lastErr = rec.Msg, normalise(rec.Err)
 	parts := []string{normalise(rec.Msg)}
 	if actor != "" {
 		parts = append(parts, "actor="+actor)
@@ -140,6 +144,12 @@ func (e *exitEvidence) record(rec logRecord) {
 		parts = append(parts, "err="+e.lastErr)
 	}
 	e.lastError = clip(strings.Join(parts, " "), 240)
+	switch {
+	case e.storeSync == "" && isStoreSyncFailure(rec.Msg, rec.Code, e.lastErr):
+		e.storeSync = e.lastError
+	case e.lostActor == "" && rec.Msg == logLost:
+		e.lostActor = actor
+	}
 }
 
 // raw takes a line of the process's output that is not JSON: the Go
@@ -162,10 +172,10 @@ func (e *exitEvidence) cause(status string) ExitCause {
 	switch {
 	case e.goPanic != "":
 		c.Name, c.Detail = ExitGoPanic, e.goPanic
-	case e.lastMsg == logLost:
-		c.Name, c.ByDesign, c.Detail = e.lostActor(e.lastActor)
-	case isStoreSyncFailure(e.lastMsg, e.lastCode, e.lastErr):
-		c.Name, c.ByDesign = ExitStoreSync, true
+	case e.storeSync != "":
+		c.Name, c.ByDesign, c.Detail = ExitStoreSync, true, e.storeSync
+	case e.lostActor != "":
+		c.Name, c.ByDesign, c.Detail = e.lost(e.lostActor)
 	case strings.HasPrefix(e.lastMsg, logRefused) && refusalByDesign(e.lastMsg, e.lastErr):
 		c.Name, c.ByDesign = ExitStartRefused, true
 	default:
@@ -177,9 +187,9 @@ func (e *exitEvidence) cause(status string) ExitCause {
 	return c
 }
 
-// lostActor names the loss of the top-level actor: by design when the
+// lost names the loss of the top-level actor: by design when the
 // campaign's own faults took it down, a bug otherwise.
-func (e *exitEvidence) lostActor(actor string) (name string, byDesign bool, detail string) {
+func (e *exitEvidence) lost(actor string) (name string, byDesign bool, detail string) {
 	if p, ok := e.panics[actor]; ok {
 		return ExitActorLost, false, fmt.Sprintf("%s lost after a panic that was not injected: %s", actor, p)
 	}
