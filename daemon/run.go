@@ -35,6 +35,9 @@ type RunOptions struct {
 	Arm ArmFunc
 }
 
+// logStoppedStarting is logged when Lisa is stopped before she started.
+const logStoppedStarting = "stopped before Lisa started"
+
 // ErrLost is returned by Run when part of the actor tree stopped for good
 // and Lisa shut down so that her supervisor restarts her.
 var ErrLost = errors.New("an essential actor stopped for good")
@@ -53,9 +56,17 @@ const FailureHold = 5 * time.Second
 // restores the Matrix session (waiting while the homeserver is not up
 // yet), starts the daemon and stops it gracefully when ctx ends. Errors
 // have been logged when it returns them.
+//
+// A stop (ctx ending) before she started is a clean stop, not a failure:
+// nothing ran, and the checks it cut short (pandoc's, the session's) said
+// nothing about pandoc or the homeserver.
 func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOptions) error {
 	parent := ctx
 	if v, err := CheckPandoc(ctx, res.Config); err != nil {
+		if ctx.Err() != nil {
+			log.Info(logStoppedStarting, "step", "pandoc check")
+			return nil
+		}
 		log.Error("cannot start: pandoc is needed for html_to_markdown", "err", err.Error())
 		return err
 	} else {
@@ -64,6 +75,10 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 	m := res.Config.Matrix
 	session, waited, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), MatrixHTTPClient(res.Config.Runtime), log, time.After)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info(logStoppedStarting, "step", "Matrix session check")
+			return nil
+		}
 		log.Error("cannot start: Matrix session check failed", "err", err.Error())
 		return err
 	}
