@@ -224,7 +224,9 @@ func isStoreSyncFailure(msg, code, err string) bool {
 func refusalByDesign(msg, err string) bool {
 	switch {
 	case strings.Contains(msg, "pandoc"):
-		return true
+		// Missing or too old; not a check cut short or timed out.
+		return strings.Contains(err, "was not found") || strings.Contains(err, "is too old") ||
+			strings.Contains(err, "did not report a pandoc version")
 	case strings.Contains(err, "access token belongs to"): // whoami mismatch
 		return true
 	case strings.Contains(err, "does not accept the access token"):
