@@ -52,8 +52,10 @@ var ErrStoreFailed = errors.New("the store could not sync to disk")
 // exits: long enough for a monitor or an operator to see why.
 const FailureHold = 5 * time.Second
 
-// Run is `lisa run` after its configuration is loaded: it checks pandoc,
-// restores the Matrix session (waiting while the homeserver is not up
+// Run is `lisa run` after its configuration is loaded: it checks the
+// HTML-to-Markdown converter (refusing to start without a usable pandoc
+// when web.converter = "pandoc"), restores the Matrix session (waiting
+// while the homeserver is not up
 // yet), starts the daemon and stops it gracefully when ctx ends. Errors
 // have been logged when it returns them.
 //
@@ -62,15 +64,15 @@ const FailureHold = 5 * time.Second
 // nothing about pandoc or the homeserver.
 func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOptions) error {
 	parent := ctx
-	if v, err := CheckPandoc(ctx, res.Config); err != nil {
+	if v, err := CheckConverter(ctx, res.Config); err != nil {
 		if ctx.Err() != nil {
-			log.Info(logStoppedStarting, "step", "pandoc check")
+			log.Info(logStoppedStarting, "step", "converter check")
 			return nil
 		}
-		log.Error("cannot start: pandoc is needed for html_to_markdown", "err", err.Error())
+		log.Error("cannot start: html_to_markdown has no converter", "err", err.Error())
 		return err
 	} else {
-		log.Info("pandoc found", "version", v)
+		log.Info("html_to_markdown converter ready", "converter", v)
 	}
 	m := res.Config.Matrix
 	session, waited, err := connect(ctx, m, res.MatrixAccessToken.Reveal(), MatrixHTTPClient(res.Config.Runtime), log, time.After)
@@ -157,7 +159,8 @@ func hold(ctx context.Context, d time.Duration) <-chan struct{} {
 }
 
 // CheckPandoc verifies that the pandoc executable is present and new enough
-// for --sandbox; html_to_markdown depends on it.
+// for --sandbox, whatever web.converter says; [CheckConverter] checks the
+// converter Lisa will use.
 func CheckPandoc(ctx context.Context, cfg config.Config) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
