@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // lisaBin is the lisa binary built for the campaign (see TestMain).
@@ -61,6 +62,7 @@ func campaignSeed(t *testing.T) uint64 {
 // else answered, journals replaying to the live state, no leaked actors
 // or goroutines and no typing left on.
 func TestCICampaign(t *testing.T) {
+	need.SetConverterEnv(t) // Lisa's environment: the built-in converter where pandoc is missing
 	seed := campaignSeed(t)
 	t.Logf("chaos seed %d (replay: LISA_CHAOS_SEED=%d go test ./chaos)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

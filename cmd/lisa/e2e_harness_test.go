@@ -22,6 +22,7 @@ import (
 	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // childEnv makes the test binary act as `lisa` (see TestMain), so crash
@@ -185,7 +186,8 @@ func (e *e2e) start(env ...string) *lisaProc {
 	e.t.Helper()
 	cfg := e.writeConfig()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, "LISA_LLM_API_KEY="+e.llmKey)
+	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, "LISA_LLM_API_KEY="+e.llmKey,
+		need.ConverterEnv(e.t)) // any converter will do: the built-in one where pandoc is missing
 	cmd.Env = append(cmd.Env, env...)
 	return e.launch(cmd)
 }

@@ -18,6 +18,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/testkit/hostile"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // maxHostileRSS is the most resident memory Lisa may ever reach while a
@@ -174,7 +175,7 @@ func buildLisa(t *testing.T) string {
 func (e *e2e) startBinary(bin string) *lisaProc {
 	e.t.Helper()
 	cmd := exec.Command(bin, "run", "--config", e.writeConfig())
-	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken)
+	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, need.ConverterEnv(e.t))
 	return e.launch(cmd)
 }
 

@@ -111,6 +111,14 @@ func ConverterEnv(t testing.TB) string {
 	return config.EnvOverrideName("web.converter") + "=" + Converter(t)
 }
 
+// SetConverterEnv sets the environment override of web.converter for the
+// rest of t to the converter [Converter] chose, so Lisa processes started
+// with the test's environment use it.
+func SetConverterEnv(t testing.TB) {
+	t.Helper()
+	t.Setenv(config.EnvOverrideName("web.converter"), Converter(t))
+}
+
 // checkPandoc looks for pandoc on PATH and reads its version: 2.15, the
 // first with --sandbox, or newer. (It cannot use the pandoc adapter's own
 // check: that package's tests use this one.)

@@ -1,6 +1,7 @@
 package need
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -78,5 +79,9 @@ func TestConverterFallsBackToBuiltin(t *testing.T) {
 	}
 	if got := ConverterEnv(t); got != "LISA_WEB__CONVERTER="+want {
 		t.Fatalf("ConverterEnv = %q", got)
+	}
+	SetConverterEnv(t)
+	if got := os.Getenv("LISA_WEB__CONVERTER"); got != want {
+		t.Fatalf("SetConverterEnv set %q", got)
 	}
 }
