@@ -3,6 +3,9 @@ package need
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,5 +86,79 @@ func TestConverterFallsBackToBuiltin(t *testing.T) {
 	SetConverterEnv(t)
 	if got := os.Getenv("LISA_WEB__CONVERTER"); got != want {
 		t.Fatalf("SetConverterEnv set %q", got)
+	}
+}
+
+// pathWithout returns a PATH of one new directory holding links to every
+// executable on the current PATH except those named hide.
+func pathWithout(t *testing.T, hide ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if slices.Contains(hide, e.Name()) {
+				continue
+			}
+			link := filepath.Join(dir, e.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue // an earlier PATH entry wins
+			}
+			if err := os.Symlink(filepath.Join(d, e.Name()), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// TestPandocTestsWithoutPandocOnPath runs the pandoc adapter's tests that
+// need pandoc as `go test` would on a machine without it (a PATH that
+// hides it): they skip, each with one line naming the Debian package, and
+// pass; with LISA_REQUIRE_PANDOC=1 they fail with that line.
+func TestPandocTestsWithoutPandocOnPath(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	path := pathWithout(t, "pandoc")
+	run := func(require string) (string, error) {
+		cmd := exec.Command(goBin, "test", "-count=1", "-v",
+			"-run", "^(TestConvertRealPandoc|TestConvertDefaultPathFindsPandoc|TestCheckRealPandoc)$", "./adapters/pandoc")
+		cmd.Dir = filepath.Join("..", "..")
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, RequirePandocEnv+"=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, "PATH="+path, RequirePandocEnv+"="+require)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := run("")
+	if err != nil {
+		t.Fatalf("without pandoc, the tests did not pass: %v\n%s", err, out)
+	}
+	skip := "pandoc: not found on PATH; skipped (install the Debian package pandoc to run it, or set LISA_REQUIRE_PANDOC=1 to fail instead)"
+	for _, name := range []string{"TestConvertRealPandoc", "TestConvertDefaultPathFindsPandoc", "TestCheckRealPandoc"} {
+		if !strings.Contains(out, "--- SKIP: "+name) {
+			t.Errorf("%s did not skip:\n%s", name, out)
+		}
+	}
+	if strings.Count(out, skip) != 3 {
+		t.Errorf("want the one skip line three times:\n%s", out)
+	}
+
+	out, err = run("1")
+	if err == nil {
+		t.Fatalf("with LISA_REQUIRE_PANDOC=1 and no pandoc, the tests passed:\n%s", out)
+	}
+	fail := "pandoc: not found on PATH, and LISA_REQUIRE_PANDOC=1 requires it: install the Debian package pandoc (apt-get install pandoc)"
+	if !strings.Contains(out, "--- FAIL: TestConvertRealPandoc") || strings.Count(out, fail) != 3 {
+		t.Errorf("want three failures with the line %q:\n%s", fail, out)
 	}
 }
