@@ -82,11 +82,11 @@ type builder struct {
 	doc     *html.Node
 	stack   []entry // stack[0] is the body
 	text    strings.Builder
-	skip    string // element whose content is being dropped
-	skipped int    // nesting of skip within itself
-	flat    []*html.Node
-	elems   int // elements in the tree
-	nesting int // open elements that copy (see copies)
+	skip    string       // element whose content is being dropped
+	skipped int          // nesting of skip within itself
+	flat    []*html.Node // tables to lay out as plain blocks
+	elems   int          // elements in the tree
+	nesting int          // open elements that copy (see copies)
 }
 
 // buildTree tokenizes src and returns a document of html and body with
