@@ -5,6 +5,9 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -268,5 +271,40 @@ func TestDemoMissingPrerequisite(t *testing.T) {
 				t.Errorf("the demo started something before failing its prerequisites:\n%s", stdout.String())
 			}
 		})
+	}
+}
+
+// TestDemoWithoutPandoc runs the demo on a PATH that holds the go command
+// and nothing else: with no pandoc, the demo says it uses the built-in
+// converter, and the research answer still carries Sources it fetched.
+func TestDemoWithoutPandoc(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(goCmd, filepath.Join(bin, "go")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	if _, err := exec.LookPath("pandoc"); err == nil {
+		t.Fatal("pandoc is still on PATH")
+	}
+	got, out := runDemoCaptured(t)
+	if !strings.Contains(out, "built-in converter") {
+		t.Fatalf("the demo does not say it uses the built-in converter:\n%s", out)
+	}
+	var research *event.Event
+	for _, evt := range got.events {
+		if string(evt.Sender) == got.run.Lisa && strings.Contains(evt.Content.AsMessage().Body, "I looked it up") {
+			research = evt
+		}
+	}
+	if research == nil {
+		t.Fatalf("no research answer in the room:\n%s", out)
+	}
+	checkSourcesFetched(t, got, research)
+	if !strings.Contains(out, "--- all 5 checks passed ---") {
+		t.Fatalf("the self-check did not pass:\n%s", out)
 	}
 }

@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+
+	"github.com/lisabot/lisa/config"
 )
 
 // installPandoc is the command that installs pandoc on Debian and Ubuntu.
@@ -19,22 +21,13 @@ type converterChoice struct {
 
 // chooseConverter picks the converter for html_to_markdown: pandoc when
 // checkPandoc finds a usable one (present, and new enough for
-// --sandbox), else the built-in converter. Pandoc is never a
-// prerequisite of the demo.
-//
-// HOOK (#33, item 2): the built-in converter and its configuration key
-// web.converter are not on this branch yet. Until they are, a machine
-// without a usable pandoc keeps the default and the note says that
-// html_to_markdown will fail — the self-check then fails the Sources
-// check and the demo exits 1. When config.ConverterBuiltin exists, the
-// fallback branch becomes
-//
-//	return converterChoice{setting: fmt.Sprintf("converter = %q", config.ConverterBuiltin),
-//		note: fmt.Sprintf("[demo] pandoc is not usable (%v); pages are converted by the built-in converter", err)}
+// --sandbox), else the built-in converter (web.converter = "builtin").
+// Pandoc is never a prerequisite of the demo.
 func chooseConverter(ctx context.Context, checkPandoc func(context.Context) (string, error)) converterChoice {
 	version, err := checkPandoc(ctx)
 	if err == nil {
 		return converterChoice{note: "[demo] pages are converted by pandoc " + version}
 	}
-	return converterChoice{note: fmt.Sprintf("[demo] pandoc is not usable (%v): html_to_markdown will fail and the self-check will say so; install it: %s", err, installPandoc)}
+	return converterChoice{setting: fmt.Sprintf("converter = %q", config.ConverterBuiltin),
+		note: fmt.Sprintf("[demo] pandoc is not usable (%v); pages are converted by the built-in converter (install pandoc for the default: %s)", err, installPandoc)}
 }

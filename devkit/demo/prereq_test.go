@@ -134,7 +134,8 @@ func TestChooseConverter(t *testing.T) {
 	got = chooseConverter(context.Background(), func(context.Context) (string, error) {
 		return "", errors.New(`pandoc executable "pandoc" was not found or is not executable`)
 	})
-	if !strings.Contains(got.note, `pandoc executable "pandoc" was not found`) || !strings.Contains(got.note, installPandoc) {
-		t.Errorf("without pandoc: %+v", got)
+	if got.setting != `converter = "builtin"` || !strings.Contains(got.note, `pandoc executable "pandoc" was not found`) ||
+		!strings.Contains(got.note, "built-in converter") || !strings.Contains(got.note, installPandoc) {
+		t.Errorf("without pandoc: %+v, want the built-in converter selected and named", got)
 	}
 }
