@@ -154,7 +154,7 @@ func TestLisaThatCannotStartEndsTheCampaign(t *testing.T) {
 	}
 	// The campaign that did not run left both logs in its directory.
 	lisaLog, err := os.ReadFile(filepath.Join(cfg.Dir, LisaLog))
-	if err != nil || !strings.Contains(string(lisaLog), "cannot start: pandoc") {
+	if err != nil || !strings.Contains(string(lisaLog), "cannot start: html_to_markdown has no converter") {
 		t.Errorf("lisa.log (%v) lacks her refusal", err)
 	}
 	campaignLog, err := os.ReadFile(filepath.Join(cfg.Dir, CampaignLog))

@@ -223,8 +223,9 @@ func isStoreSyncFailure(msg, code, err string) bool {
 // read, say) is a fault she should have waited out.
 func refusalByDesign(msg, err string) bool {
 	switch {
-	case strings.Contains(msg, "pandoc"):
-		// Missing or too old; not a check cut short or timed out.
+	case strings.Contains(msg, "pandoc"), strings.Contains(msg, "converter"):
+		// pandoc (web.converter = "pandoc") missing or too old; not a
+		// check cut short or timed out.
 		return strings.Contains(err, "was not found") || strings.Contains(err, "is too old") ||
 			strings.Contains(err, "did not report a pandoc version")
 	case strings.Contains(err, "access token belongs to"): // whoami mismatch

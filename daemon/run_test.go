@@ -100,7 +100,7 @@ func TestStopWhileStartingIsClean(t *testing.T) {
 		return ""
 	}
 
-	t.Run("during the pandoc check", func(t *testing.T) {
+	t.Run("during the converter check", func(t *testing.T) {
 		res := startConfig(t, "http://127.0.0.1:9")
 		logs := &logBuffer{}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -111,8 +111,8 @@ func TestStopWhileStartingIsClean(t *testing.T) {
 		if errs := errorsIn(t, logs); len(errs) > 0 {
 			t.Errorf("a stop logged errors: %v", errs)
 		}
-		if step := stoppedAt(t, logs); step != "pandoc check" {
-			t.Errorf("stopped at %q, want the pandoc check", step)
+		if step := stoppedAt(t, logs); step != "converter check" {
+			t.Errorf("stopped at %q, want the converter check", step)
 		}
 	})
 

@@ -48,7 +48,7 @@ func TestFailedCampaignKeepsItsLogs(t *testing.T) {
 	if !strings.Contains(stderr.String(), "its logs are kept: "+campaignLog+", "+lisaLog) {
 		t.Errorf("stderr does not name the kept logs:\n%s", &stderr)
 	}
-	if b, err := os.ReadFile(lisaLog); err != nil || !strings.Contains(string(b), "cannot start: pandoc") {
+	if b, err := os.ReadFile(lisaLog); err != nil || !strings.Contains(string(b), "cannot start: html_to_markdown has no converter") {
 		t.Errorf("lisa.log (%v) lacks her refusal", err)
 	}
 	if b, err := os.ReadFile(campaignLog); err != nil || !strings.Contains(string(b), "starting Dendrite") {
