@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // startConfig writes a configuration for homeserver into a temporary
@@ -117,12 +117,7 @@ func TestStopWhileStartingIsClean(t *testing.T) {
 	})
 
 	t.Run("while waiting for the homeserver", func(t *testing.T) {
-		if _, err := exec.LookPath("pandoc"); err != nil {
-			if os.Getenv("LISA_REQUIRE_PANDOC") == "1" {
-				t.Fatal("pandoc is required (LISA_REQUIRE_PANDOC=1) but not on PATH")
-			}
-			t.Skip("needs pandoc (Debian package pandoc)")
-		}
+		need.Pandoc(t)
 		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)

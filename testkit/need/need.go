@@ -22,6 +22,9 @@ type Tool struct {
 	Name string
 	// Package is the Debian package that installs it.
 	Package string
+	// Fix, if set, says how to make the tool usable where no package
+	// does (root, a device); it replaces the package in the message.
+	Fix string
 	// RequireEnv is the variable that, set to 1, makes its absence a
 	// failure.
 	RequireEnv string
@@ -56,6 +59,12 @@ func (tool Tool) Required() bool { return os.Getenv(tool.RequireEnv) == "1" }
 
 // Message is the one line a test prints when tool is not usable.
 func (tool Tool) Message(why string) string {
+	if tool.Fix != "" {
+		if tool.Required() {
+			return fmt.Sprintf("%s: %s, and %s=1 requires it: %s", tool.Name, why, tool.RequireEnv, tool.Fix)
+		}
+		return fmt.Sprintf("%s: %s; skipped (%s to run it, or set %s=1 to fail instead)", tool.Name, why, tool.Fix, tool.RequireEnv)
+	}
 	if tool.Required() {
 		return fmt.Sprintf("%s: %s, and %s=1 requires it: install the Debian package %s (apt-get install %s)",
 			tool.Name, why, tool.RequireEnv, tool.Package, tool.Package)
@@ -68,16 +77,38 @@ func (tool Tool) Message(why string) string {
 // usable.
 func (tool Tool) Need(t testing.TB) {
 	t.Helper()
-	why := tool.problem()
-	if why == "" {
-		return
+	if why := tool.problem(); why != "" {
+		tool.Missing(t, why)
 	}
+}
+
+// Missing skips t, or fails it where tool is required, because of why:
+// for a test that finds out late (a mount that fails) that the tool
+// cannot work here.
+func (tool Tool) Missing(t testing.TB, why string) {
+	t.Helper()
 	if tool.Required() {
 		t.Fatal(tool.Message(why))
 		return
 	}
 	t.Skip(tool.Message(why))
 }
+
+// Systemd skips t with one line naming the Debian package unless
+// systemd-analyze is on PATH; with LISA_REQUIRE_SYSTEMD=1 it fails t
+// instead.
+func Systemd(t testing.TB) {
+	t.Helper()
+	systemdTool.Need(t)
+}
+
+// systemdTool is systemd-analyze, on PATH.
+var systemdTool = Tool{Name: "systemd-analyze", Package: "systemd", RequireEnv: "LISA_REQUIRE_SYSTEMD", Check: func() string {
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		return "not found on PATH"
+	}
+	return ""
+}}
 
 // Pandoc skips t with one line naming the Debian package unless a pandoc
 // new enough for --sandbox is on PATH; with LISA_REQUIRE_PANDOC=1 it
