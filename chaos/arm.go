@@ -146,6 +146,10 @@ func (f failpointSender) React(ctx context.Context, rm, ev, key, txn string) (st
 	return f.inner.React(ctx, rm, ev, key, txn)
 }
 
+func (f failpointSender) FindReactions(ctx context.Context, rm, ev, key string) ([]string, error) {
+	return f.inner.FindReactions(ctx, rm, ev, key)
+}
+
 func (f failpointSender) Redact(ctx context.Context, rm, ev, txn string) error {
 	return f.inner.Redact(ctx, rm, ev, txn)
 }

@@ -61,9 +61,19 @@ type Config struct {
 	DendriteBinary string
 	// Progress, if set, receives one line per notable step.
 	Progress io.Writer
-	// Logger receives the harness's own diagnostics.
+	// Logger receives the harness's own diagnostics; they also go to
+	// campaign.log in Dir, next to Lisa's lisa.log.
 	Logger *slog.Logger
 }
+
+// Files a campaign writes into Config.Dir: its own log (progress and
+// diagnostics) and every Lisa process's log, one after another, each
+// begun by a "chaos: lisa launched" line. Neither holds a secret: Lisa's
+// logger redacts hers, and the campaign logs no token.
+const (
+	CampaignLog = "campaign.log"
+	LisaLog     = "lisa.log"
+)
 
 // CIConfig is the short campaign `go test ./chaos` runs.
 func CIConfig(seed uint64, dir string, lisa func(args ...string) *exec.Cmd) Config {
@@ -128,13 +138,16 @@ type campaign struct {
 	launches    int
 	stopping    bool
 	exits       map[string]int
+	ownExits    exitCauses
 	actorFaults map[string]int
 	rel         relations
 }
 
 func (c *campaign) progress(format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	c.log.Info("progress", "step", text)
 	if c.cfg.Progress != nil {
-		fmt.Fprintf(c.cfg.Progress, "[chaos %s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+		fmt.Fprintf(c.cfg.Progress, "[chaos %s] %s\n", time.Now().UTC().Format("15:04:05"), text)
 	}
 }
 
@@ -160,16 +173,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Rooms < 1 || cfg.Lisa == nil || cfg.Dir == "" {
 		return nil, errors.New("chaos: config needs rooms, a Lisa command and a directory")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	logFile, err := os.OpenFile(filepath.Join(cfg.Dir, CampaignLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: campaign log: %w", err)
 	}
+	defer logFile.Close()
+	logHandler := slog.Handler(slog.NewJSONHandler(logFile, nil))
+	if cfg.Logger != nil {
+		logHandler = slog.NewMultiHandler(cfg.Logger.Handler(), logHandler)
+	}
+	cfg.Logger = slog.New(logHandler)
 	c := &campaign{
 		cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6c697361)), log: cfg.Logger,
 		report:      &Report{Seed: cfg.Seed, Rooms: cfg.Rooms, NetFaults: map[string]int{}, Kills: map[string]int{}},
 		invocations: map[id.EventID]id.RoomID{}, chatter: map[id.EventID]bool{}, sentInfo: map[id.EventID]string{},
 		lisaEvents: map[id.RoomID][]id.EventID{}, typing: map[id.RoomID][]id.UserID{}, rel: newRelations(),
-		exits: map[string]int{}, actorFaults: map[string]int{},
+		exits: map[string]int{}, ownExits: exitCauses{}, actorFaults: map[string]int{},
 	}
+	c.report.LogDir = cfg.Dir
+	defer c.explainExits()
 	c.progress("seed %d: replay with `go run ./cmd/lisa-chaos --seed %d`", cfg.Seed, cfg.Seed)
 	if err := c.setUp(ctx); err != nil {
 		c.tearDown()
@@ -328,7 +350,7 @@ func (c *campaign) launch(quiet bool) (*lisaProc, error) {
 	cmd := c.cfg.Lisa("run", "--config", c.cfgPath)
 	cmd.Dir = c.cfg.Dir
 	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+c.bot.AccessToken, PlanEnv+"="+plan.Encode())
-	p, err := startLisa(cmd, filepath.Join(c.cfg.Dir, "lisa.log"))
+	p, err := startLisa(cmd, filepath.Join(c.cfg.Dir, LisaLog), n)
 	if err != nil {
 		return nil, err
 	}
@@ -375,8 +397,24 @@ func (c *campaign) account(p *lisaProc) {
 		c.report.Kills[strings.TrimPrefix(cause, "failpoint:")]++
 		c.faultTimes = append(c.faultTimes, time.Now())
 	}
-	if strings.HasPrefix(cause, "exit:") {
-		c.log.Warn("lisa exited by itself", "cause", cause, "last_error", p.lastError())
+	if own, ok := p.ownExit(); ok {
+		c.ownExits.add(own, p.launch)
+		c.log.Warn("lisa exited by herself", "status", own.Status, "cause", own.Name, "by_design", own.ByDesign,
+			"detail", own.Detail, "launch", p.launch)
+	}
+}
+
+// explainExits puts the causes of Lisa's own exits into the report; an
+// exit that is not by design is a violation.
+func (c *campaign) explainExits() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.report.OwnExits = c.ownExits.sorted()
+	for _, e := range c.report.OwnExits {
+		if !e.ByDesign {
+			c.report.violate("lisa exited by herself %d times (%s, first at launch %d) for a reason not by design: %s: %s",
+				e.Count, e.Status, e.FirstLaunch, e.Name, e.Detail)
+		}
 	}
 }
 

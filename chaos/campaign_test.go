@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // lisaBin is the lisa binary built for the campaign (see TestMain).
@@ -61,11 +62,12 @@ func campaignSeed(t *testing.T) uint64 {
 // else answered, journals replaying to the live state, no leaked actors
 // or goroutines and no typing left on.
 func TestCICampaign(t *testing.T) {
+	need.SetConverterEnv(t) // Lisa's environment: the built-in converter where pandoc is missing
 	seed := campaignSeed(t)
 	t.Logf("chaos seed %d (replay: LISA_CHAOS_SEED=%d go test ./chaos)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
+	dir := keptIfFailed(t)
 	if keep := os.Getenv("LISA_CHAOS_DIR"); keep != "" { // keep logs and data for debugging
 		dir = keep
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -101,6 +103,8 @@ func TestCICampaign(t *testing.T) {
 	if rep.RoomsReplayed != cfg.Rooms {
 		t.Errorf("journal replay matched in %d of %d rooms", rep.RoomsReplayed, cfg.Rooms)
 	}
+	checkExitsExplained(t, rep)
+	checkLogs(t, rep, dir)
 	if !rep.OK() {
 		logTail(t, filepath.Join(dir, "lisa.log"))
 		t.Fatalf("invariants violated (seed %d):\n%s", seed, text)
@@ -147,5 +151,78 @@ func TestLisaThatCannotStartEndsTheCampaign(t *testing.T) {
 	_, err = Run(ctx, cfg)
 	if err == nil || !strings.Contains(err.Error(), "refused to start") || !strings.Contains(err.Error(), "pandoc") {
 		t.Fatalf("campaign error = %v, want Lisa's refusal naming pandoc", err)
+	}
+	// The campaign that did not run left both logs in its directory.
+	lisaLog, err := os.ReadFile(filepath.Join(cfg.Dir, LisaLog))
+	if err != nil || !strings.Contains(string(lisaLog), "cannot start: html_to_markdown has no converter") {
+		t.Errorf("lisa.log (%v) lacks her refusal", err)
+	}
+	campaignLog, err := os.ReadFile(filepath.Join(cfg.Dir, CampaignLog))
+	if err != nil || !strings.Contains(string(campaignLog), "starting Dendrite") {
+		t.Errorf("campaign.log (%v) lacks the campaign's progress", err)
+	}
+}
+
+// keptIfFailed is a directory for a campaign that is removed after the
+// test unless it failed: a failed campaign keeps its logs and data, and
+// the test says where.
+func keptIfFailed(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "lisa-chaos-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the failed campaign's logs are kept: %s, %s", filepath.Join(dir, CampaignLog), filepath.Join(dir, LisaLog))
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// checkExitsExplained: every exit of Lisa's own has a named cause, and
+// the report lists them all.
+func checkExitsExplained(t *testing.T, rep *Report) {
+	t.Helper()
+	own := 0
+	for status, n := range rep.Exits {
+		if strings.HasPrefix(status, "exit:") || strings.HasPrefix(status, "signal:") || strings.HasPrefix(status, "sigterm:") {
+			own += n
+		}
+	}
+	if got := rep.OwnExitCount(); got != own {
+		t.Errorf("the report explains %d of Lisa's %d own exits (exits %v, causes %+v)", got, own, rep.Exits, rep.OwnExits)
+	}
+	var text strings.Builder
+	rep.WriteText(&text)
+	for _, e := range rep.OwnExits {
+		if e.Name == "" || e.Detail == "" || e.FirstLaunch < 1 {
+			t.Errorf("cause without a name, detail or launch: %+v", e)
+		}
+		if !strings.Contains(text.String(), fmt.Sprintf("%d × %s", e.Count, e.Name)) {
+			t.Errorf("the report's text does not list %d × %s", e.Count, e.Name)
+		}
+	}
+}
+
+// checkLogs: the campaign's own log and Lisa's are in the directory the
+// report names, with one launch mark per Lisa start.
+func checkLogs(t *testing.T, rep *Report, dir string) {
+	t.Helper()
+	if rep.LogDir != dir {
+		t.Errorf("report's log directory %q, want %q", rep.LogDir, dir)
+	}
+	campaignLog, err := os.ReadFile(filepath.Join(dir, CampaignLog))
+	if err != nil || !strings.Contains(string(campaignLog), "traffic and faults begin") {
+		t.Errorf("campaign log (%v) lacks its progress", err)
+	}
+	lisaLog, err := os.ReadFile(filepath.Join(dir, LisaLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (LISA_CHAOS_DIR may hold earlier campaigns too.)
+	if n := strings.Count(string(lisaLog), `"msg":"`+logLaunch+`"`); n < rep.LisaStarts || (os.Getenv("LISA_CHAOS_DIR") == "" && n != rep.LisaStarts) {
+		t.Errorf("lisa.log marks %d launches, the report counts %d starts", n, rep.LisaStarts)
 	}
 }

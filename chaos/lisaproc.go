@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +35,8 @@ type lisaProc struct {
 	// baseline (only the very first process of a campaign does).
 	baseline chan struct{}
 	killed   bool // by the campaign
+	termed   bool // sent SIGTERM by the campaign
+	launch   int  // the campaign's launch number
 
 	mu       sync.Mutex
 	faults   map[string]int // actor fault kind -> count
@@ -43,23 +46,34 @@ type lisaProc struct {
 	lastErr  string
 	readyAt  time.Time
 	holds    int // ReplyHeld transitions logged
+	exit     *exitEvidence
 }
 
-// startLisa runs cmd, appending its stderr to logPath and parsing it.
-func startLisa(cmd *exec.Cmd, logPath string) (*lisaProc, error) {
+// logLaunch is the line the campaign writes into lisa.log before each
+// process's own lines.
+const logLaunch = "chaos: lisa launched"
+
+// startLisa runs cmd as the campaign's launch number launch, appending
+// its stderr (and stdout) to logPath and parsing it.
+func startLisa(cmd *exec.Cmd, logPath string, launch int) (*lisaProc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	cmd.Stdout = io.Discard
-	p := &lisaProc{cmd: cmd, ready: make(chan struct{}), done: make(chan struct{}), baseline: make(chan struct{}), faults: map[string]int{}, leaked: -1}
+	// Lisa logs to stderr; stdout is kept too, in case anything
+	// writes there.
+	cmd.Stderr, cmd.Stdout = pw, pw
+	p := &lisaProc{cmd: cmd, ready: make(chan struct{}), done: make(chan struct{}), baseline: make(chan struct{}),
+		faults: map[string]int{}, leaked: -1, launch: launch, exit: newExitEvidence()}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
 	p.started = time.Now()
+	mark, _ := json.Marshal(map[string]any{"time": p.started.UTC().Format(time.RFC3339Nano), "level": "INFO", "msg": logLaunch,
+		"launch": launch, "pid": cmd.Process.Pid})
+	_, _ = f.Write(append(mark, '\n'))
 	parsed := make(chan struct{})
 	go func() {
 		defer close(parsed)
@@ -70,20 +84,15 @@ func startLisa(cmd *exec.Cmd, logPath string) (*lisaProc, error) {
 		for sc.Scan() {
 			line := sc.Bytes()
 			_, _ = f.Write(append(line, '\n'))
-			var rec struct {
-				Msg      string `json:"msg"`
-				Level    string `json:"level"`
-				Kind     string `json:"kind"`
-				Point    string `json:"failpoint"`
-				Leaked   *int   `json:"leaked"`
-				Routines string `json:"goroutines"`
-				Err      string `json:"err"`
-				Transit  string `json:"transition"`
-			}
+			var rec logRecord
 			if json.Unmarshal(line, &rec) != nil {
+				p.mu.Lock()
+				p.exit.raw(string(line))
+				p.mu.Unlock()
 				continue
 			}
 			p.mu.Lock()
+			p.exit.record(rec)
 			switch rec.Msg {
 			case logReady:
 				p.readyAt = time.Now()
@@ -130,6 +139,9 @@ func (p *lisaProc) kill() {
 
 // stop sends SIGTERM and waits up to grace, then kills.
 func (p *lisaProc) stop(grace time.Duration) error {
+	p.mu.Lock()
+	p.termed = true
+	p.mu.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -156,10 +168,30 @@ func (p *lisaProc) cause() string {
 	case st == nil:
 		return "unknown"
 	}
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "signal:" + ws.Signal().String()
+	prefix := ""
+	if p.termed {
+		prefix = "sigterm:"
 	}
-	return fmt.Sprintf("exit:%d", st.ExitCode())
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return prefix + "signal:" + ws.Signal().String()
+	}
+	if p.termed && st.ExitCode() == 0 {
+		return "stopped"
+	}
+	return prefix + fmt.Sprintf("exit:%d", st.ExitCode())
+}
+
+// ownExit names why the process exited by itself: not killed by the
+// campaign or at a failpoint, and not (cleanly) stopped by its SIGTERM.
+// ok is false for any other end.
+func (p *lisaProc) ownExit() (c ExitCause, ok bool) {
+	status := p.cause()
+	if status == "sigkill" || status == "stopped" || status == "unknown" || strings.HasPrefix(status, "failpoint:") {
+		return ExitCause{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit.cause(status), true
 }
 
 func (p *lisaProc) lastError() string {

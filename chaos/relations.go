@@ -15,13 +15,18 @@ import (
 // the invariant checkable: every question still gets exactly one visible
 // answer, a redacted question none (a reply sent before the redaction is
 // redacted by Lisa), and edits and redactions themselves are never
-// answered.
+// answered. An edit is never an invocation: chatter edited so that it
+// mentions Lisa stays chatter, and a reply to it counts as unexpected.
 
 // RelationKinds returns the kinds of relation messages a campaign sends
 // (see Report.Kinds and Minimums.EachRelation).
 func RelationKinds() []string {
-	return []string{"thread question", "edit of a question", "edit into a question", "redaction of a question"}
+	return []string{"thread question", "edit of a question", kindChatterEdited, "redaction of a question"}
 }
+
+// kindChatterEdited is the kind of an edit that makes chatter mention
+// Lisa: neither the chatter nor the edit may be answered.
+const kindChatterEdited = "chatter edited to mention lisa"
 
 // relationsDone reports whether every relation kind was sent at least
 // least times.
@@ -40,8 +45,8 @@ func (c *campaign) relationsDone(least int) bool {
 type relations struct {
 	// human holds the human's messages per allowed room (thread roots).
 	human map[id.RoomID][]id.EventID
-	// plain holds chatter per allowed room that may be edited into a
-	// question.
+	// plain holds chatter per allowed room that may be edited to mention
+	// Lisa (and stays chatter).
 	plain map[id.RoomID][]id.EventID
 	// redacted holds the questions the human redacted.
 	redacted map[id.EventID]id.RoomID
@@ -56,7 +61,8 @@ func newRelations() relations {
 
 // relationMessage sends one message of the relation kinds, chosen by r
 // in [0, 100): a question in a thread, an edit of a question, an edit
-// that turns chatter into a question, or a redaction of a question. It
+// that makes chatter mention Lisa (no invocation), or a redaction of a
+// question. It
 // reports false when the room has nothing to relate to yet.
 func (c *campaign) relationMessage(ctx context.Context, room id.RoomID, n, r int) (bool, error) {
 	switch {
@@ -65,7 +71,7 @@ func (c *campaign) relationMessage(ctx context.Context, room id.RoomID, n, r int
 	case r < 65:
 		return c.editQuestion(ctx, room, n)
 	case r < 80:
-		return c.editIntoQuestion(ctx, room, n)
+		return c.editChatter(ctx, room, n)
 	default:
 		return c.redactQuestion(ctx, room)
 	}
@@ -126,9 +132,10 @@ func (c *campaign) editQuestion(ctx context.Context, room id.RoomID, n int) (boo
 	return true, nil
 }
 
-// editIntoQuestion edits chatter so that it mentions Lisa: the original
-// becomes a question she must answer once.
-func (c *campaign) editIntoQuestion(ctx context.Context, room id.RoomID, n int) (bool, error) {
+// editChatter edits chatter so that it mentions Lisa: an edit is
+// never an invocation, so both the chatter and the edit stay messages she
+// must not answer (a reply to either counts as unexpected).
+func (c *campaign) editChatter(ctx context.Context, room id.RoomID, n int) (bool, error) {
 	c.mu.Lock()
 	plain := c.rel.plain[room]
 	orig := c.pick(plain)
@@ -143,13 +150,7 @@ func (c *campaign) editIntoQuestion(ctx context.Context, room id.RoomID, n int) 
 	if err != nil {
 		return true, err
 	}
-	c.mu.Lock()
-	delete(c.chatter, orig)
-	c.invocations[orig] = room
-	c.sentInfo[orig] = "edited into a question " + time.Now().UTC().Format("15:04:05.000")
-	c.rel.kinds["edit into a question"]++
-	c.chatter[ev] = true
-	c.mu.Unlock()
+	c.noteChatter(ev, kindChatterEdited)
 	return true, nil
 }
 

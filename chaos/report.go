@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -53,10 +54,17 @@ type Report struct {
 	Kills              map[string]int   `json:"kills"` // "sigkill" or the failpoint
 	HomeserverRestarts int              `json:"homeserver_restarts"`
 	LisaStarts         int              `json:"lisa_starts"`
-	Exits              map[string]int   `json:"exits"` // by cause
-	TotalActorFaults   int              `json:"total_actor_faults"`
-	TotalNetFaults     int              `json:"total_net_faults"`
-	TotalKills         int              `json:"total_kills"`
+	// Exits counts how each process ended: "sigkill" (the campaign's),
+	// "failpoint:…", "stopped" (the campaign's SIGTERM, exit 0), or
+	// "exit:N" / "signal:…" (by herself; "sigterm:" before them when she
+	// failed to stop cleanly).
+	Exits map[string]int `json:"exits"`
+	// OwnExits are the causes of the exits Lisa took by herself, with
+	// counts; one not by design is a violation.
+	OwnExits         []ExitCause `json:"own_exits,omitempty"`
+	TotalActorFaults int         `json:"total_actor_faults"`
+	TotalNetFaults   int         `json:"total_net_faults"`
+	TotalKills       int         `json:"total_kills"`
 	// MaxRecovery is the longest time from a kill or homeserver restart
 	// to the next reply seen on the homeserver.
 	MaxRecovery time.Duration `json:"max_recovery_ns"`
@@ -73,6 +81,19 @@ type Report struct {
 	DuplicatedEvents []string `json:"duplicated_events,omitempty"`
 
 	Violations []string `json:"violations,omitempty"`
+
+	// LogDir holds the campaign's log (CampaignLog) and Lisa's
+	// (LisaLog); empty once they are removed.
+	LogDir string `json:"log_dir,omitempty"`
+}
+
+// OwnExitCount is how many times Lisa exited by herself.
+func (r *Report) OwnExitCount() int {
+	n := 0
+	for _, e := range r.OwnExits {
+		n += e.Count
+	}
+	return n
 }
 
 func (r *Report) violate(format string, args ...any) {
@@ -113,6 +134,14 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "  process kills\t%d %s\n", r.TotalKills, kv(r.Kills))
 	fmt.Fprintf(tw, "  homeserver restarts\t%d\n", r.HomeserverRestarts)
 	fmt.Fprintf(tw, "lisa starts\t%d; exits %s\n", r.LisaStarts, kv(r.Exits))
+	fmt.Fprintf(tw, "lisa's own exits\t%d\n", r.OwnExitCount())
+	for _, e := range r.OwnExits {
+		verdict := "BUG"
+		if e.ByDesign {
+			verdict = "by design"
+		}
+		fmt.Fprintf(tw, "  %d × %s\t%s, %s (first: launch %d): %s\n", e.Count, e.Name, verdict, e.Status, e.FirstLaunch, e.Detail)
+	}
 	fmt.Fprintf(tw, "max recovery time\t%s\n", r.MaxRecovery)
 	fmt.Fprintf(tw, "journal replay = live state\t%d of %d rooms\n", r.RoomsReplayed, r.Rooms)
 	fmt.Fprintf(tw, "leaked actors / goroutines\t%d / %d (of %d actors)\n", len(r.LeakedActors), max(0, r.LeakedGoroutines), r.ActorsChecked)
@@ -126,6 +155,9 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "VIOLATION: %s\n", v)
+	}
+	if r.LogDir != "" {
+		fmt.Fprintf(w, "logs: %s, %s\n", filepath.Join(r.LogDir, CampaignLog), filepath.Join(r.LogDir, LisaLog))
 	}
 }
 

@@ -175,7 +175,12 @@ type WebConfig struct {
 	MaxToolOutputCharacters int `koanf:"max_tool_output_characters"`
 	// MaxTotalArtifactBytes bounds all artifacts one invocation keeps.
 	MaxTotalArtifactBytes int `koanf:"max_total_artifact_bytes"`
-	// PandocTimeoutSeconds bounds one pandoc run.
+	// Converter chooses the html_to_markdown converter: [ConverterPandoc]
+	// (the pandoc executable, the default) or [ConverterBuiltin] (pure Go,
+	// inside the daemon).
+	Converter string `koanf:"converter"`
+	// PandocTimeoutSeconds bounds one HTML-to-Markdown conversion, with
+	// either converter (the name predates the built-in one).
 	PandocTimeoutSeconds int `koanf:"pandoc_timeout_seconds"`
 	// UserAgent is sent with every download.
 	UserAgent string `koanf:"user_agent"`
@@ -193,6 +198,16 @@ func (w WebConfig) ReadTimeout() time.Duration { return seconds(w.ReadTimeoutSec
 
 // TotalTimeout returns TotalTimeoutSeconds as a duration.
 func (w WebConfig) TotalTimeout() time.Duration { return seconds(w.TotalTimeoutSeconds) }
+
+// The values of web.converter.
+const (
+	// ConverterPandoc converts with the pandoc executable (2.15 or newer,
+	// for --sandbox). It is the default.
+	ConverterPandoc = "pandoc"
+	// ConverterBuiltin converts inside the daemon, in pure Go, with the
+	// same bounds; it needs nothing installed.
+	ConverterBuiltin = "builtin"
+)
 
 // PandocTimeout returns PandocTimeoutSeconds as a duration.
 func (w WebConfig) PandocTimeout() time.Duration { return seconds(w.PandocTimeoutSeconds) }

@@ -55,6 +55,7 @@ func Default() Config {
 			MaxDownloadBytes:        2_000_000,
 			MaxToolOutputCharacters: 30_000,
 			MaxTotalArtifactBytes:   8_000_000,
+			Converter:               ConverterPandoc,
 			PandocTimeoutSeconds:    10,
 			UserAgent:               "LisaBot/1.0 (Matrix chat bot)",
 		},

@@ -199,6 +199,11 @@ func (w WebConfig) validate(ps *Problems) {
 	checkRange(ps, "web.max_tool_output_characters", w.MaxToolOutputCharacters, 1, MaxToolOutputCharacters)
 	checkRange(ps, "web.max_total_artifact_bytes", w.MaxTotalArtifactBytes, 1, MaxTotalArtifactBytes)
 	checkRange(ps, "web.pandoc_timeout_seconds", w.PandocTimeoutSeconds, 1, MaxPandocTimeoutSeconds)
+	switch w.Converter {
+	case ConverterPandoc, ConverterBuiltin:
+	default:
+		ps.add("web.converter", "must be %q or %q", ConverterPandoc, ConverterBuiltin)
+	}
 	if msg := textProblem(w.UserAgent, MaxUserAgentChars, false); msg != "" {
 		ps.add("web.user_agent", "%s", msg)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/metrics"
-	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/adapters/roomctx"
@@ -40,11 +39,11 @@ var (
 	_ tools.Handler             = (*research.Service)(nil)
 	_ research.LimitedSearcher  = (*search.Client)(nil)
 	_ research.Fetcher          = (*web.Fetcher)(nil)
-	_ research.Converter        = (*pandoc.Converter)(nil)
+	_ research.Converter        = Converter(nil)
 )
 
 // toolConcurrency bounds the concurrent calls of a tool in the pool
-// (absent: up to the pool's workers). Pandoc is the CPU-heavy one.
+// (absent: up to the pool's workers). Conversion is the CPU-heavy one.
 var toolConcurrency = map[string]int{research.ConvertTool: 2}
 
 // newAnswerer builds the production answerer for res: its adapters wired
@@ -59,7 +58,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 			MaxRedirects: cfg.Web.MaxRedirects, MaxDownloadBytes: int64(cfg.Web.MaxDownloadBytes),
 			UserAgent: cfg.Web.UserAgent, AllowPrivateAddresses: cfg.Web.AllowPrivateAddresses,
 		}),
-		Convert:     pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout(), MaxOutputBytes: 4 * cfg.Web.MaxToolOutputCharacters, Logger: log}),
+		Convert:     NewConverter(cfg, log),
 		ValidateURL: web.ValidateURL,
 
 		MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,

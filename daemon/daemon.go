@@ -336,16 +336,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		}
 		break
 	}
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancelStop()
-	err := d.sys.Stop(stopCtx)
-	// Let cancelled attempts run their clean-up (typing off), briefly.
-	waited := make(chan struct{})
-	go func() { d.invocations.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(typingClearTimeout + time.Second):
-	}
+	err := d.stopActors()
 	clean := syncErr == nil && d.cleanSync()
 	if clean {
 		if merr := d.store.MarkCleanStop(); merr != nil {
@@ -362,14 +353,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	return err
 }
 
-// stopFailed stops a daemon whose store failed. The actor tree stops at
-// once: nothing it would do can be made durable, and nothing is sent
-// without that. The admin socket keeps answering (health reports the
-// failure) until release is closed; then the store closes. No clean-stop
-// mark is written: the next start checks its first sync answer against
-// the homeserver, as after a crash.
-func (d *Daemon) stopFailed(release <-chan struct{}) error {
-	d.stopping.Store(true)
+// stopActors stops the actor tree and lets cancelled attempts run their
+// clean-up (typing off), briefly.
+func (d *Daemon) stopActors() error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err := d.sys.Stop(stopCtx)
@@ -379,6 +365,18 @@ func (d *Daemon) stopFailed(release <-chan struct{}) error {
 	case <-waited:
 	case <-time.After(typingClearTimeout + time.Second):
 	}
+	return err
+}
+
+// stopFailed stops a daemon whose store failed. The actor tree stops at
+// once: nothing it would do can be made durable, and nothing is sent
+// without that. The admin socket keeps answering (health reports the
+// failure) until release is closed; then the store closes. No clean-stop
+// mark is written: the next start checks its first sync answer against
+// the homeserver, as after a crash.
+func (d *Daemon) stopFailed(release <-chan struct{}) error {
+	d.stopping.Store(true)
+	err := d.stopActors()
 	<-release
 	if d.admin != nil {
 		_ = d.admin.Close()

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/adapters/research"
 	"github.com/lisabot/lisa/config"
+	"github.com/lisabot/lisa/daemon"
 )
 
 // testPage is the small page the converter must turn into Markdown, and
@@ -39,11 +39,16 @@ type converter struct {
 	fix   string
 }
 
-// converterFor builds the converter of cfg as daemon/answer.go does.
+// converterFor builds the converter of cfg as the daemon does
+// (web.converter: pandoc or the built-in one).
 func converterFor(cfg config.Config) converter {
-	p := pandoc.New(pandoc.Config{Timeout: cfg.Web.PandocTimeout(), MaxOutputBytes: 4 * cfg.Web.MaxToolOutputCharacters})
-	return converter{name: "pandoc", conv: p, ready: p.Check,
-		fix: "install pandoc 2.15 or newer (Debian: apt install pandoc)"}
+	c := daemon.NewConverter(cfg, nil)
+	if cfg.Web.Converter == config.ConverterBuiltin {
+		return converter{name: "the built-in converter", conv: c, ready: c.Check,
+			fix: `report a bug: the built-in converter needs nothing outside Lisa; meanwhile set web.converter = "pandoc" and install pandoc`}
+	}
+	return converter{name: "pandoc", conv: c, ready: c.Check,
+		fix: `install pandoc 2.15 or newer (Debian: apt install pandoc), or set web.converter = "builtin"`}
 }
 
 func checkConverter(ctx context.Context, e *Env) []Result {
@@ -55,6 +60,9 @@ func checkConverter(ctx context.Context, e *Env) []Result {
 			return []Result{{Status: Failed, Message: fmt.Sprintf("%s: %v", c.name, err), Fix: c.fix}}
 		}
 		name += " " + version
+		if c.name != "pandoc" {
+			name = version // "built-in (html-to-markdown v…)"
+		}
 	}
 	start := time.Now()
 	md, err := c.conv.Convert(ctx, []byte(testPage))

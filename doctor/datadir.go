@@ -75,6 +75,12 @@ func checkFilesystem(_ context.Context, e *Env) []Result {
 	case fsUserspace:
 		return []Result{{Status: Warning, Message: fmt.Sprintf("%s is on %s (a filesystem in user space, perhaps over the network): Badger's lock may not hold there", dir, fsys.name),
 			Fix: "put runtime.data_dir on a local filesystem"}}
+	case fsVolatile:
+		return []Result{{Status: Warning, Message: fmt.Sprintf("%s is on %s, in memory: Lisa's state is gone at every reboot (she then starts from a new baseline)", dir, fsys.name),
+			Fix: "put runtime.data_dir on a disk (ext4, xfs or btrfs)"}}
+	case fsUnordered:
+		return []Result{{Status: Warning, Message: fmt.Sprintf("%s is on %s: Lisa is power-cut safe on filesystems that commit metadata in order (ext4, xfs, btrfs); Badger does not sync the directory of a new table", dir, fsys.name),
+			Fix: "put runtime.data_dir on ext4, xfs or btrfs"}}
 	}
 	return []Result{{Status: OK, Message: fmt.Sprintf("%s is on %s, a local filesystem", dir, fsys.name)}}
 }

@@ -37,13 +37,15 @@ func TestClassifyFS(t *testing.T) {
 		kind  fsKind
 	}{
 		{0xEF53, "ext2/3/4", fsLocal},
-		{0x01021994, "tmpfs", fsLocal},
+		{0x01021994, "tmpfs", fsVolatile},
+		{0x4D44, "vfat", fsUnordered},
+		{0x58465342, "xfs", fsLocal},
 		{0x6969, "nfs", fsNetwork},
 		{0xFF534D42, "cifs", fsNetwork},
 		{0xFE534D42, "smb2", fsNetwork},
 		{0x517B, "smb", fsNetwork},
 		{0x65735546, "fuse", fsUserspace},
-		{0x12345678, "filesystem type 0x12345678", fsLocal},
+		{0x12345678, "filesystem type 0x12345678", fsUnordered},
 	} {
 		if got := classifyFS(c.magic); got.name != c.name || got.kind != c.kind {
 			t.Errorf("0x%X: %+v, want %s kind %d", c.magic, got, c.name, c.kind)

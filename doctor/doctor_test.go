@@ -10,6 +10,7 @@ import (
 
 	"github.com/lisabot/lisa/doctor"
 	"github.com/lisabot/lisa/persistence"
+	"github.com/lisabot/lisa/testkit/need"
 	"github.com/lisabot/lisa/testkit/searxfake"
 )
 
@@ -22,7 +23,7 @@ func TestDoctorAgainstDendrite(t *testing.T) {
 	w := newWorld(t)
 
 	t.Run("all ok", func(t *testing.T) {
-		needPandoc(t)
+		need.Pandoc(t)
 		path, env := w.write(setup{rooms: []id.RoomID{w.good}})
 		rep := run(t, path, env)
 		out := text(rep)
@@ -152,8 +153,19 @@ func TestDoctorAgainstDendrite(t *testing.T) {
 		path, env := w.write(setup{rooms: []id.RoomID{w.good}})
 		rep := run(t, path, env, "converter")
 		lines := find(rep, "converter", "pandoc")
-		if len(lines) != 1 || lines[0].Status != doctor.Failed || !strings.Contains(lines[0].Fix, "apt install pandoc") {
+		if len(lines) != 1 || lines[0].Status != doctor.Failed || !strings.Contains(lines[0].Fix, "apt install pandoc") ||
+			!strings.Contains(lines[0].Fix, `web.converter = "builtin"`) {
 			t.Fatalf("pandoc missing:\n%s", text(rep))
+		}
+	})
+
+	t.Run("built-in converter", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir()) // no pandoc, and none needed
+		path, env := w.write(setup{rooms: []id.RoomID{w.good}, extra: "\n[web]\nconverter = \"builtin\"\n"})
+		rep := run(t, path, env, "converter")
+		lines := find(rep, "converter", "built-in (html-to-markdown")
+		if len(lines) != 1 || lines[0].Status != doctor.OK || rep.Code() != doctor.ExitOK {
+			t.Fatalf("built-in converter:\n%s", text(rep))
 		}
 	})
 }

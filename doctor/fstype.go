@@ -6,9 +6,11 @@ import "fmt"
 type fsKind int
 
 const (
-	fsLocal     fsKind = iota // a local disk or memory filesystem
+	fsLocal     fsKind = iota // a local disk filesystem that journals metadata in order
 	fsNetwork                 // a network or cluster filesystem
 	fsUserspace               // FUSE: sshfs, s3fs, … or a local one
+	fsVolatile                // memory only: gone at reboot
+	fsUnordered               // local, but not known to commit metadata in order
 )
 
 // filesystem is a filesystem's name and kind.
@@ -24,15 +26,15 @@ var filesystems = map[uint32]filesystem{
 	0xEF53:     {"ext2/3/4", fsLocal},
 	0x58465342: {"xfs", fsLocal},
 	0x9123683E: {"btrfs", fsLocal},
-	0x01021994: {"tmpfs", fsLocal},
+	0x01021994: {"tmpfs", fsVolatile},
 	0x794C7630: {"overlayfs", fsLocal},
 	0x2FC12FC1: {"zfs", fsLocal},
-	0xF2F52010: {"f2fs", fsLocal},
-	0x3153464A: {"jfs", fsLocal},
-	0x52654973: {"reiserfs", fsLocal},
-	0x4D44:     {"vfat", fsLocal},
-	0x2011BAB0: {"exfat", fsLocal},
-	0x5346544E: {"ntfs", fsLocal},
+	0xF2F52010: {"f2fs", fsUnordered},
+	0x3153464A: {"jfs", fsUnordered},
+	0x52654973: {"reiserfs", fsUnordered},
+	0x4D44:     {"vfat", fsUnordered},
+	0x2011BAB0: {"exfat", fsUnordered},
+	0x5346544E: {"ntfs", fsUnordered},
 	0x6969:     {"nfs", fsNetwork},
 	0x517B:     {"smb", fsNetwork},
 	0xFF534D42: {"cifs", fsNetwork},
@@ -55,5 +57,5 @@ func classifyFS(magic uint32) filesystem {
 	if f, ok := filesystems[magic]; ok {
 		return f
 	}
-	return filesystem{name: fmt.Sprintf("filesystem type 0x%X", magic), kind: fsLocal}
+	return filesystem{name: fmt.Sprintf("filesystem type 0x%X", magic), kind: fsUnordered}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -190,16 +189,4 @@ func find(rep doctor.Report, section, substr string) []doctor.Result {
 		}
 	}
 	return out
-}
-
-// needPandoc skips a test that needs pandoc where it is missing, unless
-// LISA_REQUIRE_PANDOC=1 (CI) makes that a failure.
-func needPandoc(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("pandoc"); err != nil {
-		if os.Getenv("LISA_REQUIRE_PANDOC") == "1" {
-			t.Fatal("pandoc is not installed, and LISA_REQUIRE_PANDOC=1 requires it (Debian package pandoc)")
-		}
-		t.Skip("needs pandoc (Debian package pandoc)")
-	}
 }

@@ -377,9 +377,6 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 			if err := txn.Set(marker, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
 				return err
 			}
-			if err := markOriginal(txn, c, seq); err != nil {
-				return err
-			}
 			accepted = append(accepted, entry)
 		}
 		if err := txn.Set([]byte{'q'}, binary.BigEndian.AppendUint64(nil, seq)); err != nil {

@@ -37,9 +37,11 @@ const (
 //     it with the file's own fsync, other file systems need not).
 //
 // A log that disappears was flushed into a table first (Badger writes the
-// table, syncs it, records it in its synced manifest, and only then
+// table, syncs its data, records it in its synced manifest, and only then
 // deletes the log). Tables, the manifest and the key registry are synced
-// by Badger itself.
+// by Badger itself; a new table's directory entry is not, so it relies on
+// a file system that commits metadata in order (ext4, xfs, btrfs; see
+// docs/architecture.md).
 //
 // sync is called by one goroutine at a time (groupCommit's syncer).
 type logSyncer struct {

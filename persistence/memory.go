@@ -208,11 +208,6 @@ func (m *Memory) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 		entry := proto.Clone(c).(*roompb.Candidate)
 		entry.InboxSeq = m.seq
 		m.routed[k] = m.seq
-		if orig := routedOriginal(c); orig != "" {
-			if _, ok := m.routed[[2]string{c.GetRoomId(), orig}]; !ok {
-				m.routed[[2]string{c.GetRoomId(), orig}] = m.seq
-			}
-		}
 		if m.inbox[c.GetRoomId()] == nil {
 			m.inbox[c.GetRoomId()] = map[uint64]*roompb.Candidate{}
 		}

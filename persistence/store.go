@@ -58,28 +58,19 @@ type Ledger interface {
 }
 
 // TakenFromInbox names the inbox entry a journal event takes in: a queued
-// or refused invocation consumes its candidate's entry (an edit's, for an
-// invocation an edit started), an applied edit or redaction the edit's or
-// redaction's entry. ok is false for every other event.
+// or refused invocation consumes its candidate's entry, an applied edit or
+// redaction the edit's or redaction's entry. ok is false for every other
+// event.
 func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
-	var c *roompb.Candidate
 	switch e := ev.(type) {
 	case *roompb.InvocationQueued:
-		c = e.GetCandidate()
+		room, eventID = e.GetCandidate().GetRoomId(), e.GetCandidate().GetEventId()
 	case *roompb.InvocationRefused:
-		c = e.GetCandidate()
+		room, eventID = e.GetCandidate().GetRoomId(), e.GetCandidate().GetEventId()
 	case *roompb.InvocationEdited:
 		room, eventID = e.GetRoomId(), e.GetEditEventId()
 	case *roompb.InvocationRedacted:
 		room, eventID = e.GetRoomId(), e.GetRedactionEventId()
-	}
-	if c != nil {
-		// An invocation started by an edit is keyed to the original
-		// message; its inbox entry is the edit's.
-		room, eventID = c.GetRoomId(), c.GetEventId()
-		if edit := c.GetEditEventId(); edit != "" {
-			eventID = edit
-		}
 	}
 	if room == "" || eventID == "" {
 		return "", "", false

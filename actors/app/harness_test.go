@@ -80,6 +80,10 @@ func (f *fakeSender) React(_ context.Context, _, event, _, txn string) (string, 
 
 func (f *fakeSender) Redact(context.Context, string, string, string) error { return nil }
 
+func (f *fakeSender) FindReactions(context.Context, string, string, string) ([]string, error) {
+	return []string{}, nil
+}
+
 func (f *fakeSender) total() (sends, distinct int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -46,6 +46,10 @@ func (s *lateSender) React(_ context.Context, _, _, _, txn string) (string, erro
 
 func (s *lateSender) Redact(context.Context, string, string, string) error { return nil }
 
+func (s *lateSender) FindReactions(context.Context, string, string, string) ([]string, error) {
+	return []string{}, nil
+}
+
 func (s *lateSender) FindReply(_ context.Context, _, _, txn string) (string, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

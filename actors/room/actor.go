@@ -46,6 +46,9 @@ type Sender interface {
 	// React puts the reaction key on eventID and returns the reaction's
 	// event ID.
 	React(ctx context.Context, room, eventID, key, txnID string) (string, error)
+	// FindReactions looks for Lisa's reactions key on eventID and
+	// returns their event IDs (none: an empty slice).
+	FindReactions(ctx context.Context, room, eventID, key string) ([]string, error)
 	// Redact redacts one of Lisa's events.
 	Redact(ctx context.Context, room, eventID, txnID string) error
 }
@@ -325,6 +328,9 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 	case LoadInbox:
 		r.loadInbox(ctx)
 	case RemoveInbox:
+		if e.Outcome != "" {
+			r.cfg.Logger.Info("inbox entry ignored", "room", messages.RoomID(r.room), "event", messages.EventID(e.EventID), "outcome", e.Outcome)
+		}
 		if err := r.cfg.Inbox.RemoveInbox(r.room, e.EventID); err != nil {
 			panic(fmt.Errorf("room: remove inbox entry: %w", err))
 		}
@@ -358,6 +364,8 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		r.react(ctx, e)
 	case Redact:
 		r.redact(ctx, e)
+	case FindToRedact:
+		r.find(ctx, e)
 	case CancelInvocation:
 		if r.child != nil {
 			ctx.Stop(r.child)
@@ -477,7 +485,9 @@ func (r *roomActor) react(ctx actor.Context, e SendReaction) {
 	room, cfg := r.room, r.cfg
 	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
 	synced := cfg.barrier()
+	end := cfg.Flights.beginReaction(room)
 	go func() {
+		defer end() // after the result is on its way: a lookup waits for it
 		var id string
 		err := cfg.afterSync(synced, func(ctx context.Context) (err error) {
 			id, err = cfg.Sender.React(ctx, room, e.EventID, e.Key, e.TxnID)
@@ -488,6 +498,46 @@ func (r *roomActor) react(ctx actor.Context, e SendReaction) {
 			done.Err = asError(err)
 			cfg.Logger.Warn("wait reaction failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID), "code", done.Err.Code)
 		}
+		sys.Root.Send(self, &effectDone{gen: gen, in: done})
+	}()
+}
+
+// find looks for Lisa's events to redact (see FindToRedact) in a
+// goroutine, once no wait reaction of the room is on its way (a reaction
+// still in flight could be missed); FindDone comes back as an effectDone.
+// The lookup ends with this incarnation.
+func (r *roomActor) find(ctx actor.Context, e FindToRedact) {
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+	}
+	room, cfg, lookupCtx := r.room, r.cfg, r.ctx
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	go func() {
+		if err := cfg.Flights.waitReactions(lookupCtx, room); err != nil {
+			return // this incarnation is gone
+		}
+		ctx, cancel := context.WithTimeout(lookupCtx, cfg.SendTimeout)
+		defer cancel()
+		var found []string
+		var err error
+		switch e.Kind {
+		case LookupReply:
+			var id string
+			var ok bool
+			if id, ok, err = cfg.Sender.FindReply(ctx, room, e.EventID, e.TxnID); ok {
+				found = []string{id}
+			}
+		case LookupReaction:
+			found, err = cfg.Sender.FindReactions(ctx, room, e.EventID, e.Key)
+		}
+		done := FindDone{EventID: e.EventID, Kind: e.Kind, Found: found}
+		var code messages.Code
+		if err != nil {
+			le := asError(err)
+			done.Err, done.RetryAfter, code = le, le.RetryAfter, le.Code
+		}
+		cfg.Logger.Info("looked for an event of Lisa's to redact", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
+			"kind", e.Kind, "found", len(found), "code", code)
 		sys.Root.Send(self, &effectDone{gen: gen, in: done})
 	}()
 }
@@ -586,6 +636,9 @@ func Digest(s *State) string {
 	if s.Edited > 0 || s.Redacted > 0 || len(s.PendingRedactions) > 0 {
 		fmt.Fprintf(&b, " edited=%d redacted=%d to_redact=%s", s.Edited, s.Redacted, strings.Join(s.PendingRedactions, ","))
 	}
+	for _, l := range s.Lookups {
+		fmt.Fprintf(&b, " to_find=%s:%s", l.Kind, l.EventID)
+	}
 	b.WriteByte('\n')
 	for _, inv := range s.Queue {
 		fmt.Fprintf(&b, "queue %s attempts=%d ready=%v error=%v txn=%s code=%s content=%d held_until_ms=%d",
@@ -595,6 +648,9 @@ func Digest(s *State) string {
 		}
 		if inv.ReactionEventID != "" || inv.Redacted || inv.Candidate.GetEditEventId() != "" {
 			fmt.Fprintf(&b, " reaction=%s redacted=%v edit=%s", inv.ReactionEventID, inv.Redacted, inv.Candidate.GetEditEventId())
+		}
+		if inv.ReactionRequested {
+			b.WriteString(" reaction_requested")
 		}
 		b.WriteByte('\n')
 	}
@@ -652,11 +708,17 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "edit", messages.EventID(e.GetEditEventId()))
 	case *roompb.InvocationRedacted:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "redaction", messages.EventID(e.GetRedactionEventId()),
-			"reply", messages.EventID(e.GetReplyEventId()))
+			"reply", messages.EventID(e.GetReplyEventId()), "reply_may_exist", e.GetReplyMayExist(), "find_reply", e.GetFindReply())
 	case *roompb.ReactionSent:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "reaction", messages.EventID(e.GetReactionEventId()))
 	case *roompb.Redacted:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
+	case *roompb.InvocationDropped:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
+	case *roompb.ReactionRequested:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
+	case *roompb.LookupDone:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "kind", e.GetKind(), "found", len(e.GetFoundEventIds()), "code", e.GetCode())
 	case *roompb.InvocationDuplicate:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.InvocationRefused:

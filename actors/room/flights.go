@@ -28,6 +28,16 @@ type Flights struct {
 	// homeserver has not restarted since.
 	linkDown  bool
 	troubleAt time.Time
+	// reactions holds, per room, its wait reactions in flight (only
+	// while there are any).
+	reactions map[string]*reactionFlights
+}
+
+// reactionFlights counts a room's wait reactions in flight; done closes
+// when the last one ends.
+type reactionFlights struct {
+	n    int
+	done chan struct{}
 }
 
 // span is one send: when it began and ended (zero while in flight).
@@ -40,7 +50,7 @@ func NewFlights(now func() time.Time) *Flights {
 	t := now()
 	return &Flights{now: now, start: t, m: map[string]chan struct{}{},
 		quiet: map[string]time.Time{}, sends: map[string]span{},
-		linkDown: true, troubleAt: t}
+		linkDown: true, troubleAt: t, reactions: map[string]*reactionFlights{}}
 }
 
 // SyncOutcome records the outcome of one /sync request; wire it to the
@@ -130,6 +140,44 @@ func (f *Flights) wait(ctx context.Context, room string) error {
 	}
 	select {
 	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// beginReaction records a wait reaction in flight in room; the returned
+// function ends it.
+func (f *Flights) beginReaction(room string) func() {
+	f.mu.Lock()
+	r := f.reactions[room]
+	if r == nil {
+		r = &reactionFlights{done: make(chan struct{})}
+		f.reactions[room] = r
+	}
+	r.n++
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if r.n--; r.n == 0 {
+			delete(f.reactions, room)
+			close(r.done)
+		}
+	}
+}
+
+// waitReactions blocks until room has no wait reaction in flight (in this
+// incarnation or an earlier one) or ctx ends.
+func (f *Flights) waitReactions(ctx context.Context, room string) error {
+	f.mu.Lock()
+	r := f.reactions[room]
+	f.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

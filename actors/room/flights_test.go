@@ -91,3 +91,40 @@ func TestFlightsLateStoreFrom(t *testing.T) {
 		t.Fatalf("a room without sends: %v", got)
 	}
 }
+
+// TestFlightsWaitReactions: a lookup waits until every wait reaction of
+// its room in flight has ended (another room's do not count), and the
+// tracker forgets a room once none is.
+func TestFlightsWaitReactions(t *testing.T) {
+	f := NewFlights(time.Now)
+	ctx := t.Context()
+	if err := f.waitReactions(ctx, "!a:hs"); err != nil {
+		t.Fatalf("no reaction in flight: %v", err)
+	}
+	end1, end2 := f.beginReaction("!a:hs"), f.beginReaction("!a:hs")
+	endOther := f.beginReaction("!b:hs")
+	defer endOther()
+	waited := make(chan error, 1)
+	go func() { waited <- f.waitReactions(ctx, "!a:hs") }()
+	end1()
+	select {
+	case err := <-waited:
+		t.Fatalf("returned (%v) with a reaction still in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	end2()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after the last reaction ended")
+	}
+	f.mu.Lock()
+	n := len(f.reactions)
+	f.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("tracker holds %d rooms, want only the one with a reaction in flight", n)
+	}
+}

@@ -2,6 +2,7 @@ package room
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lisabot/lisa/messages"
@@ -98,6 +99,20 @@ type RedactDone struct {
 	RetryAfter time.Duration
 }
 
+// FindDone is the outcome of looking for Lisa's events of Kind that
+// relate to EventID (see FindToRedact): Found holds their event IDs.
+type FindDone struct {
+	EventID, Kind string
+	Found         []string
+	Err           *messages.Error
+	RetryAfter    time.Duration
+}
+
+// FindDue: the pause before the next lookup has passed.
+type FindDue struct{}
+
+func (FindDone) isInput()     {}
+func (FindDue) isInput()      {}
 func (ReactionDue) isInput()  {}
 func (ReactionDone) isInput() {}
 func (RedactDue) isInput()    {}
@@ -120,8 +135,19 @@ type Effect interface{ isEffect() }
 type LoadInbox struct{}
 
 // RemoveInbox: delete an inbox entry whose journal event is persisted but
-// did not take the entry itself (a duplicate, or a candidate of another room).
-type RemoveInbox struct{ EventID string }
+// did not take the entry itself (a duplicate, or a candidate of another
+// room), or one the room ignores without a journal event. Outcome, when
+// set, says why the entry was ignored (OutcomeEdit), for the log.
+type RemoveInbox struct {
+	EventID string
+	Outcome string
+}
+
+// OutcomeEdit is the outcome of an edit the room ignores: an edit of an
+// invocation that has started or ended, another member's edit, or an
+// edit of a message that is no invocation. An edit is never an
+// invocation.
+const OutcomeEdit = "edit"
 
 // RequestSlot: ask the rooms supervisor for a concurrency slot.
 type RequestSlot struct{}
@@ -174,6 +200,15 @@ type Redact struct {
 // CancelInvocation stops the running attempt: its invocation is gone.
 type CancelInvocation struct{}
 
+// FindToRedact looks on the homeserver for Lisa's events of Kind
+// (LookupReply: her reply, also by TxnID; LookupReaction: her wait
+// reaction Key) that relate to the question EventID; report FindDone.
+type FindToRedact struct {
+	EventID, Kind, TxnID, Key string
+}
+
+func (FindToRedact) isEffect() {}
+
 func (SendReaction) isEffect()     {}
 func (Redact) isEffect()           {}
 func (CancelInvocation) isEffect() {}
@@ -213,11 +248,26 @@ func Describe(v any) string {
 	case *roompb.InvocationEdited:
 		return fmt.Sprintf("InvocationEdited %s edit=%s", v.GetEventId(), v.GetEditEventId())
 	case *roompb.InvocationRedacted:
-		return fmt.Sprintf("InvocationRedacted %s redaction=%s reply=%s", v.GetEventId(), v.GetRedactionEventId(), v.GetReplyEventId())
+		d := fmt.Sprintf("InvocationRedacted %s redaction=%s reply=%s", v.GetEventId(), v.GetRedactionEventId(), v.GetReplyEventId())
+		if v.GetReplyMayExist() {
+			d += " reply_may_exist"
+		}
+		if v.GetFindReply() {
+			d += " find_reply"
+		}
+		return d
 	case *roompb.ReactionSent:
 		return fmt.Sprintf("ReactionSent %s reaction=%s", v.GetEventId(), v.GetReactionEventId())
 	case *roompb.Redacted:
 		return fmt.Sprintf("Redacted %s code=%s", v.GetEventId(), v.GetCode())
+	case *roompb.InvocationDropped:
+		return "InvocationDropped " + v.GetEventId()
+	case *roompb.ReactionRequested:
+		return "ReactionRequested " + v.GetEventId()
+	case *roompb.LookupDone:
+		return fmt.Sprintf("LookupDone %s kind=%s found=%s code=%s", v.GetEventId(), v.GetKind(), strings.Join(v.GetFoundEventIds(), ","), v.GetCode())
+	case FindToRedact:
+		return fmt.Sprintf("FindToRedact %s kind=%s", v.EventID, v.Kind)
 	case SendReaction:
 		return fmt.Sprintf("SendReaction %s key=%s txn=%s", v.EventID, v.Key, v.TxnID)
 	case Redact:
@@ -229,6 +279,9 @@ func Describe(v any) string {
 	case Reconcile:
 		return fmt.Sprintf("Reconcile %s txn=%s", v.EventID, v.TxnID)
 	case RemoveInbox:
+		if v.Outcome != "" {
+			return fmt.Sprintf("RemoveInbox %s outcome=%s", v.EventID, v.Outcome)
+		}
 		return "RemoveInbox " + v.EventID
 	case RecordBotEvent:
 		return fmt.Sprintf("RecordBotEvent %s for %s", v.ReplyEventID, v.InReplyTo)

@@ -124,12 +124,14 @@ type Machine struct {
 	// SenderWindow were queued, oldest first. It is volatile: a restart
 	// forgives past bursts, which costs at most one more window.
 	queuedBy map[string][]int64
-	// reacting holds the invocations whose wait reaction is on its way.
-	reacting map[string]bool
 	// redacting is set while the first pending redaction is in flight or
 	// waits to be tried again; redactFailures counts its failures.
 	redacting      bool
 	redactFailures int
+	// finding is the lookup in flight or waiting to be tried again (zero:
+	// none); findFailures counts its failures.
+	finding      Lookup
+	findFailures int
 }
 
 // NewMachine returns a machine with empty state.
@@ -140,7 +142,8 @@ func NewMachine(p Policy) *Machine { return &Machine{policy: p} }
 func (m *Machine) Restore(s State) {
 	m.State = s
 	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
-	m.reacting, m.redacting, m.redactFailures = nil, false, 0
+	m.redacting, m.redactFailures = false, 0
+	m.finding, m.findFailures = Lookup{}, 0
 }
 
 // Phase names the head's volatile progress, for the debug shell.
@@ -213,6 +216,10 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		m.redactDue()
 	case RedactDone:
 		return m.redactDone(in)
+	case FindDone:
+		return m.findDone(in)
+	case FindDue:
+		m.finding = Lookup{}
 	default:
 		panic(fmt.Sprintf("room: unknown input %T", in))
 	}
@@ -227,7 +234,7 @@ func (m *Machine) recovered(now time.Time) Output {
 		m.unsure = true
 	}
 	for _, inv := range m.Queue {
-		if !inv.Notice && inv.ReactionEventID == "" {
+		if !inv.Notice && !inv.Redacted && inv.ReactionEventID == "" && !inv.ReactionRequested {
 			m.waitReaction(&out, inv.EventID(), now.Sub(time.UnixMilli(inv.QueuedAtMs)))
 		}
 	}
@@ -248,7 +255,7 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 			out.effect(RemoveInbox{EventID: id})
 			continue
 		}
-		if m.relation(&out, c, queued, ms) {
+		if m.relation(&out, c, queued) {
 			continue
 		}
 		if m.Knows(id) || batch[id] {
@@ -428,6 +435,7 @@ func (m *Machine) notFound(out *Output, head *Invocation, in ReconcileDone) {
 // empty Output.
 func (m *Machine) Pump(now time.Time) Output {
 	out := m.pumpRedactions()
+	m.pumpLookups(&out)
 	if m.phase != idle {
 		return out
 	}
@@ -446,6 +454,10 @@ func (m *Machine) Pump(now time.Time) Output {
 		m.phase = reconciling
 		out.effect(Reconcile{EventID: head.EventID(),
 			TxnID: string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID())))})
+	case head.Redacted:
+		// Its question is gone and no reply of it is out: the lookup
+		// missed, or the send never reached the homeserver.
+		out.event(&roompb.InvocationDropped{EventId: head.EventID()})
 	case head.Ready:
 		m.phase = sending
 		// From here until SendDone the outcome is unknown; a crash in
@@ -488,7 +500,7 @@ func (m *Machine) refuse(c *roompb.Candidate, queueLen int, noticed bool, ms int
 		Candidate: &roompb.Candidate{
 			RoomId: c.GetRoomId(), EventId: c.GetEventId(), Sender: c.GetSender(),
 			OriginTsMs: c.GetOriginTsMs(), Trigger: c.GetTrigger(), InboxSeq: c.GetInboxSeq(),
-			ThreadRootEventId: c.GetThreadRootEventId(), EditEventId: c.GetEditEventId(),
+			ThreadRootEventId: c.GetThreadRootEventId(),
 		},
 		Reason:      reason,
 		RefusedAtMs: ms,

@@ -1,9 +1,8 @@
 package room
 
 import (
+	"slices"
 	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/lisabot/lisa/backoff"
 	"github.com/lisabot/lisa/messages"
@@ -17,67 +16,77 @@ import (
 // relation takes in an inbox candidate that is an edit or a redaction.
 // queued holds the candidates this step queues (not applied yet). It
 // reports false for an ordinary candidate.
-func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate, ms int64) bool {
+func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) bool {
 	switch {
 	case c.GetRedactsEventId() != "":
 		m.redaction(out, c, queued)
 	case c.GetReplacesEventId() != "":
-		m.edit(out, c, queued, ms)
+		m.edit(out, c, queued)
 	default:
 		return false
 	}
 	return true
 }
 
-// redaction takes in a redaction of target: a question not answered yet
-// is dropped (its running attempt stopped); the reply to a question
-// answered recently is redacted in turn; anything else is no business of
-// Lisa's.
+// redaction takes in a redaction of target (the sync routes only
+// redactions of messages that were routed to the room): a question not
+// answered yet is dropped (its running attempt stopped); one whose reply
+// may be out already is kept, never sent, until its lookup says; the
+// reply to a question answered recently is redacted in turn, and one
+// answered too long ago to be remembered is looked up on the homeserver
+// first. A question that ended without a reply needs nothing.
 func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) {
 	target := c.GetRedactsEventId()
 	ev := &roompb.InvocationRedacted{EventId: target, RedactionEventId: c.GetEventId(), RoomId: m.policy.RoomID}
 	switch inv := m.Queued(target); {
 	case inv != nil:
 		if head := m.Head(); head == inv && !inv.Ready {
-			m.headGone(out)
+			if m.unsure {
+				// A restarted room is looking up whether the attempt
+				// before the restart sent its reply (see Output.Early):
+				// the lookup goes on, and what it finds is redacted.
+				ev.ReplyMayExist = true
+			} else {
+				m.headGone(out)
+			}
 		}
 	case queued[target] != nil:
+	case m.Reply(target) != "":
+		ev.ReplyEventId = m.Reply(target)
+	case m.Knows(target):
+		// Ended recently without a reply (refused, abandoned, dropped).
+		out.effect(RemoveInbox{EventID: c.GetEventId()})
+		return
 	default:
-		reply := m.Reply(target)
-		if reply == "" {
-			out.effect(RemoveInbox{EventID: c.GetEventId()})
-			return
-		}
-		ev.ReplyEventId = reply
+		// Answered before the room's memory (RecentLimit) begins, or
+		// routed and never queued: look for a reply on the homeserver.
+		ev.FindReply = true
 	}
 	out.event(ev)
 }
 
 // headGone ends the volatile progress of a head that is being dropped
-// before its reply was fixed: a running attempt is stopped, a retry wait
-// ends. A slot held or asked for stays with the room.
-//
-// A head looked up after a restart (its attempt may have sent a reply
-// before the crash, see Output.Early) is dropped too, and the lookup is
-// abandoned: a reply sent that way to a question redacted before Lisa
-// came back is not redacted (see docs/behaviour.md).
+// before its reply was fixed and before any of it could be out: a running
+// attempt is stopped, a retry wait ends. A slot held or asked for stays
+// with the room.
 func (m *Machine) headGone(out *Output) {
 	switch m.phase {
 	case running:
 		out.effect(CancelInvocation{})
 		m.phase = idle
-	case retryWait, reconciling, sendWait:
+	case retryWait:
 		m.phase = idle
 	}
-	m.unsure = false
 }
 
-// edit takes in an edit of a message. An invocation that has not started
-// takes the new text; an edit that newly addresses Lisa in a message she
-// has not seen starts one, keyed to the original message so that
-// exactly-once holds; anything else (a started or answered invocation,
-// another member's edit) is ignored.
-func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate, ms int64) {
+// edit takes in an edit of a message that invoked Lisa (the sync routes
+// no other edit: an edit is never an invocation). An invocation that has
+// not started takes the new text, if the edit is its sender's; anything
+// else (a started or answered invocation, another member's edit, an
+// edit of a message the room does not hold, such as one an older
+// version routed as a new invocation) is ignored with the outcome
+// OutcomeEdit.
+func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) {
 	orig := c.GetReplacesEventId()
 	edited := &roompb.InvocationEdited{
 		EventId: orig, EditEventId: c.GetEventId(), Body: c.GetBody(), FormattedBody: c.GetFormattedBody(), RoomId: m.policy.RoomID,
@@ -87,25 +96,11 @@ func (m *Machine) edit(out *Output, c *roompb.Candidate, queued map[string]*room
 			out.event(edited)
 			return
 		}
-	} else if q := queued[orig]; q != nil {
-		if q.GetSender() == c.GetSender() {
-			out.event(edited)
-			return
-		}
-	} else if !c.GetOriginalRouted() && !m.Knows(orig) {
-		inv := proto.Clone(c).(*roompb.Candidate)
-		inv.EventId, inv.EditEventId, inv.ReplacesEventId = orig, c.GetEventId(), ""
-		if ref := m.refuse(inv, m.pending()+len(queued), false, ms); ref != nil {
-			out.event(ref)
-			return
-		}
-		m.countSender(inv.GetSender(), ms)
-		queued[orig] = inv
-		out.event(&roompb.InvocationQueued{Candidate: inv, QueuedAtMs: ms})
-		m.waitReaction(out, orig, 0)
+	} else if q := queued[orig]; q != nil && q.GetSender() == c.GetSender() {
+		out.event(edited)
 		return
 	}
-	out.effect(RemoveInbox{EventID: c.GetEventId()})
+	out.effect(RemoveInbox{EventID: c.GetEventId(), Outcome: OutcomeEdit})
 }
 
 // waitReaction schedules the wait reaction of eventID after the policy's
@@ -117,29 +112,75 @@ func (m *Machine) waitReaction(out *Output, eventID string, waited time.Duration
 	out.effect(Schedule{After: max(m.policy.WaitReactionAfter-waited, 0), Input: ReactionDue{EventID: eventID}})
 }
 
-// reactionDue puts the wait reaction on an invocation still pending.
+// reactionDue puts the wait reaction on an invocation still pending,
+// once: ReactionRequested is durable before the request (the adapter
+// syncs the journal before it sends), so a reaction the homeserver stored
+// without Lisa learning of it is looked up when the invocation ends.
 func (m *Machine) reactionDue(in ReactionDue) Output {
 	var out Output
 	inv := m.Queued(in.EventID)
-	if inv == nil || inv.Notice || inv.ReactionEventID != "" || m.reacting[in.EventID] || m.policy.WaitReaction == "" {
+	if inv == nil || inv.Notice || inv.Redacted || inv.ReactionEventID != "" || inv.ReactionRequested || m.policy.WaitReaction == "" {
 		return out
 	}
-	if m.reacting == nil {
-		m.reacting = map[string]bool{}
-	}
-	m.reacting[in.EventID] = true
+	out.event(&roompb.ReactionRequested{EventId: in.EventID})
 	out.effect(SendReaction{EventID: in.EventID, Key: m.policy.WaitReaction,
 		TxnID: string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(in.EventID+"#wait")))})
 	return out
 }
 
 // reactionDone records the wait reaction. A failed one is not retried:
-// it is a courtesy, and the answer does not wait for it.
+// it is a courtesy, and the answer does not wait for it; if it reached
+// the homeserver all the same, the lookup when the invocation ends finds
+// it.
 func (m *Machine) reactionDone(in ReactionDone) Output {
 	var out Output
-	delete(m.reacting, in.EventID)
 	if in.Err == nil && in.ReactionEventID != "" {
 		out.event(&roompb.ReactionSent{EventId: in.EventID, ReactionEventId: in.ReactionEventID})
+	}
+	return out
+}
+
+// pumpLookups starts the oldest lookup of Lisa's events to redact, one at
+// a time, whatever the head is doing.
+func (m *Machine) pumpLookups(out *Output) {
+	if m.finding != (Lookup{}) || len(m.Lookups) == 0 {
+		return
+	}
+	l := m.Lookups[0]
+	m.finding = l
+	eff := FindToRedact{EventID: l.EventID, Kind: l.Kind}
+	switch l.Kind {
+	case LookupReply:
+		eff.TxnID = string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(l.EventID)))
+	case LookupReaction:
+		eff.Key = m.policy.WaitReaction
+	}
+	out.effect(eff)
+}
+
+// findDone records what a lookup found (to be redacted), gives up one the
+// homeserver refuses for good, or tries again after a pause.
+func (m *Machine) findDone(in FindDone) Output {
+	var out Output
+	l := Lookup{EventID: in.EventID, Kind: in.Kind}
+	if m.finding != l {
+		return out
+	}
+	if !slices.Contains(m.Lookups, l) {
+		m.finding = Lookup{} // settled meanwhile (the reaction was confirmed)
+		return out
+	}
+	switch {
+	case in.Err == nil:
+		m.finding, m.findFailures = Lookup{}, 0
+		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, FoundEventIds: in.Found})
+	case in.Err.Permanent:
+		m.finding, m.findFailures = Lookup{}, 0
+		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, Code: string(in.Err.Code)})
+	default:
+		m.findFailures++
+		delay := backoff.Policy{Base: m.policy.SendRetryBase, Max: m.policy.SendRetryMax}.Delay(m.findFailures, in.RetryAfter)
+		out.effect(Schedule{After: delay, Input: FindDue{}})
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,14 +45,19 @@ func TestRelationsGolden(t *testing.T) {
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
 			d.feed(t, inbox(editOf("$e4", "$a", "@u:hs", "secret body answered", true))) // after the answer
 		},
-		"edit_adds_mention_invokes_once": func(t *testing.T, d *driver) {
+		"edit_never_invokes": func(t *testing.T, d *driver) {
+			// What the sync routes no more (an edit of a message that
+			// did not invoke her), as an older version left it in the
+			// inbox: ignored, whatever it says.
 			d.feed(t, inbox(editOf("$e1", "$m", "@u:hs", "secret body now addressed", false)))
-			d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "secret body again", false))) // updates the text
-			d.feed(t, inbox(editOf("$e3", "$old", "@u:hs", "secret body", true)))      // routed, long gone
+			d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "secret body again", false)))
+			d.feed(t, inbox(editOf("$e3", "$old", "@u:hs", "secret body", true))) // routed, long gone
+			// A question and its edit in one batch: the edit applies.
+			d.feed(t, inbox(cands("$q").Candidates[0], editOf("$e4", "$q", "@u:hs", "secret body of q, edited", true)))
 			d.feed(t, SlotGranted{})
-			d.feed(t, InvocationDone{EventID: "$m", Attempt: 1, Content: []byte(`{"body":"M"}`)})
-			d.feed(t, SendDone{EventID: "$m", ReplyEventID: "$rm"})
-			d.feed(t, inbox(editOf("$e4", "$m", "@u:hs", "secret body", false)))
+			d.feed(t, InvocationDone{EventID: "$q", Attempt: 1, Content: []byte(`{"body":"Q"}`)})
+			d.feed(t, SendDone{EventID: "$q", ReplyEventID: "$rq"})
+			d.feed(t, inbox(editOf("$e5", "$m", "@u:hs", "secret body", false)))
 		},
 		"redaction_drops_queued_and_running": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a", "$b", "$c"))
@@ -59,7 +65,10 @@ func TestRelationsGolden(t *testing.T) {
 			d.feed(t, SlotGranted{})
 			d.feed(t, inbox(redactionOf("$x2", "$a"))) // running: stopped
 			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			// Routed once but unknown to the room: its reply, if any,
+			// is looked up on the homeserver.
 			d.feed(t, inbox(redactionOf("$x3", "$unrelated")))
+			d.feed(t, FindDone{EventID: "$unrelated", Kind: LookupReply, Found: []string{}})
 			d.feed(t, InvocationDone{EventID: "$c", Attempt: 1, Content: []byte(`{"body":"C"}`)})
 			d.feed(t, SendDone{EventID: "$c", ReplyEventID: "$rc"})
 		},
@@ -127,8 +136,9 @@ func TestRelationsGolden(t *testing.T) {
 // original event ID; an edit after the start changes nothing.
 func TestEditedTextIsAnswered(t *testing.T) {
 	d := newDriverWith(relationsPolicy())
-	d.feed(t, inbox(editOf("$e1", "$m", "@u:hs", "first", false)))
-	d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "second", false)))
+	d.feed(t, cands("$m"))
+	d.feed(t, inbox(editOf("$e1", "$m", "@u:hs", "first", true)))
+	d.feed(t, inbox(editOf("$e2", "$m", "@u:hs", "second", true)))
 	out := d.m.Decide(SlotGranted{}, d.now)
 	if !out.Empty() {
 		t.Fatalf("slot grant output %v", out)
@@ -166,5 +176,198 @@ func TestOverloadReplyOnTimeout(t *testing.T) {
 		if h := d.m.Head(); h == nil || !h.IsError || !strings.Contains(string(h.Content), `"body":"`+tc.want+`"`) {
 			t.Errorf("%s: reply %q, want %s", tc.code, d.m.Head().Content, tc.want)
 		}
+	}
+}
+
+// TestEditNeverInvokes: whatever an edit says and however it is marked,
+// a room that holds no invocation of its original queues nothing,
+// schedules no wait reaction and starts nothing: it only clears the
+// edit's inbox entry, with the outcome "edit".
+func TestEditNeverInvokes(t *testing.T) {
+	for _, routed := range []bool{false, true} {
+		for _, trigger := range []string{"mention", "alias", "edit_update"} {
+			m := NewMachine(relationsPolicy())
+			c := editOf("$e", "$chatter", "@u:hs", "Lisa, now you are addressed", routed)
+			c.Trigger = trigger
+			out := m.Decide(inbox(c), time.UnixMilli(1_700_000_000_000))
+			want := []Effect{RemoveInbox{EventID: "$e", Outcome: OutcomeEdit}}
+			if len(out.Events) != 0 || len(out.Early) != 0 || fmt.Sprint(out.Effects) != fmt.Sprint(want) {
+				t.Errorf("routed=%v trigger=%s: %s", routed, trigger, describeAll(out))
+			}
+			if p := m.Pump(time.UnixMilli(1_700_000_000_000)); !p.Empty() {
+				t.Errorf("routed=%v trigger=%s: pump %s", routed, trigger, describeAll(p))
+			}
+		}
+	}
+}
+
+func describeAll(o Output) string {
+	var b strings.Builder
+	for _, e := range o.Early {
+		b.WriteString(" early " + Describe(e))
+	}
+	for _, e := range o.Events {
+		b.WriteString(" event " + Describe(e))
+	}
+	for _, e := range o.Effects {
+		b.WriteString(" effect " + Describe(e))
+	}
+	return b.String()
+}
+
+// answerQuietly answers the questions ids one after another without
+// writing the steps into the transcript.
+func (d *driver) answerQuietly(t *testing.T, ids ...string) {
+	t.Helper()
+	saved := d.out.String()
+	for _, id := range ids {
+		d.feed(t, cands(id))
+		d.feed(t, SlotGranted{})
+		d.feed(t, InvocationDone{EventID: id, Attempt: 1, Content: []byte(`{"body":"x"}`)})
+		d.feed(t, SendDone{EventID: id, ReplyEventID: "$r" + id[1:]})
+	}
+	d.out.Reset()
+	fmt.Fprintf(&d.out, "%s-- %d questions answered (not shown)\n", saved, len(ids))
+}
+
+// TestRelationGapsGolden: the relation gaps of issue #31 item 4 — a
+// redaction while a restarted room looks up an early reply, a redaction of
+// a question answered before the room's memory begins, one overload
+// notice per burst with edits in it, and a wait reaction requested just
+// before a kill. Each is replayed from its journal at the end.
+func TestRelationGapsGolden(t *testing.T) {
+	overload := relationsPolicy()
+	overload.MaxQueue, overload.NoticeEvery = 2, time.Minute
+	scenarios := map[string]struct {
+		policy Policy
+		run    func(t *testing.T, d *driver)
+	}{
+		"redaction_during_recovery_lookup_miss": {relationsPolicy(), func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			start := d.now
+			d.feed(t, Recovered{}) // $a is looked up: its reply may be out
+			d.feed(t, inbox(redactionOf("$x", "$a")))
+			// An early miss proves nothing: looked up again, not sent.
+			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: start.Add(time.Second), QuietSince: start})
+			d.feed(t, ResendDue{EventID: "$a"})
+			// A miss that counts: dropped, never answered.
+			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: start.Add(10 * time.Second), QuietSince: start})
+			d.feed(t, SlotGranted{})
+		}},
+		"redaction_during_failing_recovery_lookup_survives_restart": {relationsPolicy(), func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, ReconcileDone{EventID: "$a", Err: transient(messages.CodeMatrixUnavailable)})
+			d.feed(t, inbox(redactionOf("$x", "$a"))) // while the lookup waits to be tried again
+			d.crash(t)
+			d.feed(t, Recovered{}) // still looked up, never answered
+			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
+			d.feed(t, RedactDone{EventID: "$ra"})
+		}},
+		"redaction_of_unsent_ready_reply_drops_it": {relationsPolicy(), func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			// Refused before it was stored: nothing of it is out.
+			d.feed(t, SendDone{EventID: "$a", Err: transient(messages.CodeMatrixRateLimit)})
+			d.feed(t, inbox(redactionOf("$x", "$a")))
+			d.feed(t, ResendDue{EventID: "$a"}) // dropped, not sent
+		}},
+		"redaction_of_answer_beyond_memory_looks_it_up": {relationsPolicy(), func(t *testing.T, d *driver) {
+			ids := make([]string, RecentLimit+1)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("$q%d", i)
+			}
+			d.answerQuietly(t, ids...)
+			// $q0's reply is no longer remembered: looked up.
+			d.feed(t, inbox(redactionOf("$x0", "$q0"), redactionOf("$x1", "$q1")))
+			d.feed(t, FindDone{EventID: "$q0", Kind: LookupReply, Err: transient(messages.CodeMatrixUnavailable)})
+			d.crash(t)
+			d.feed(t, Recovered{}) // the lookups are durable
+			d.feed(t, FindDone{EventID: "$q0", Kind: LookupReply, Found: []string{"$rq0"}})
+			// $q1 is remembered: its reply is redacted at once; then
+			// the one found.
+			d.feed(t, RedactDone{EventID: "$rq1"})
+			d.feed(t, RedactDone{EventID: "$rq0"})
+			d.feed(t, inbox(redactionOf("$x2", "$never-answered")))
+			d.feed(t, FindDone{EventID: "$never-answered", Kind: LookupReply, Found: []string{}})
+		}},
+		"one_notice_per_burst_with_edits": {overload, func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			// A burst: $b queued, $c $d refused ($c with the notice),
+			// and edits of each, of chatter, and of the refused ones.
+			d.feed(t, inbox(
+				cands("$b", "$c").Candidates[0], cands("$c").Candidates[0],
+				editOf("$e1", "$c", "@u:hs", "secret body edited", true),
+				editOf("$e2", "$chatter", "@u:hs", "secret body Lisa?", false),
+				cands("$d").Candidates[0],
+				editOf("$e3", "$b", "@u:hs", "secret body b edited", true),
+			))
+			// The burst goes on: edits of the refused questions and the
+			// notice, another refused question, no second notice.
+			d.feed(t, inbox(editOf("$e4", "$d", "@u:hs", "secret body", true), cands("$f").Candidates[0],
+				editOf("$e5", "$chatter2", "@u:hs", "secret body Lisa!", false)))
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+			d.feed(t, SendDone{EventID: "$c", ReplyEventID: "$busy"})
+		}},
+		"wait_reaction_requested_before_kill_is_found": {relationsPolicy(), func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, ReactionDue{EventID: "$a"})
+			d.feed(t, ReactionDue{EventID: "$b"})
+			// $b's response is lost; $a's request is in flight at the crash.
+			d.feed(t, ReactionDone{EventID: "$b", Err: &messages.Error{Code: messages.CodeMatrixUnavailable, Ambiguous: true}})
+			d.crash(t)
+			d.now = d.now.Add(20 * time.Second)
+			d.feed(t, Recovered{}) // neither is requested again
+			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now.Add(10 * time.Second), QuietSince: d.now})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 2, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+			d.feed(t, FindDone{EventID: "$a", Kind: LookupReaction, Found: []string{"$wa"}})
+			d.feed(t, RedactDone{EventID: "$wa"})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
+			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
+			d.feed(t, FindDone{EventID: "$b", Kind: LookupReaction, Found: []string{"$wb"}})
+			d.feed(t, RedactDone{EventID: "$wb"})
+		}},
+		"wait_reaction_confirmed_during_lookup": {relationsPolicy(), func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, ReactionDue{EventID: "$a"})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"}) // ends before the reaction is confirmed
+			d.feed(t, ReactionDone{EventID: "$a", ReactionEventID: "$wa"})
+			d.feed(t, FindDone{EventID: "$a", Kind: LookupReaction, Found: []string{"$wa"}}) // settled already
+			d.feed(t, RedactDone{EventID: "$wa"})
+		}},
+	}
+	for name, sc := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			d := newDriverWith(sc.policy)
+			sc.run(t, d)
+			d.checkGolden(t, name)
+		})
+	}
+}
+
+// TestLookupsAreBounded: the lookups a room keeps are at most LookupLimit,
+// the oldest given up first.
+func TestLookupsAreBounded(t *testing.T) {
+	var s State
+	for i := range LookupLimit + 5 {
+		if err := s.Apply(&roompb.InvocationRedacted{EventId: fmt.Sprintf("$q%d", i), RedactionEventId: fmt.Sprintf("$x%d", i), FindReply: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.Lookups) != LookupLimit || s.Lookups[0].EventID != "$q5" || s.Lookups[LookupLimit-1].EventID != fmt.Sprintf("$q%d", LookupLimit+4) {
+		t.Fatalf("lookups = %d, first %v", len(s.Lookups), s.Lookups[0])
 	}
 }

@@ -15,6 +15,26 @@ import (
 // twice, so this only has to cover the hand-over from inbox to journal.
 const RecentLimit = 256
 
+// LookupLimit bounds how many of Lisa's events a room keeps to find on the
+// homeserver and redact (State.Lookups). Each comes from a member's
+// redaction of a question answered long ago, or from a wait reaction whose
+// request was never confirmed; beyond the limit the oldest is given up.
+const LookupLimit = 64
+
+// Kinds of State.Lookups.
+const (
+	// LookupReply: the reply to a question answered too long ago for the
+	// room to remember it (RecentLimit).
+	LookupReply = "reply"
+	// LookupReaction: the wait reaction on a question, requested but
+	// never confirmed.
+	LookupReaction = "reaction"
+)
+
+// Lookup is one of Lisa's events to find on the homeserver and redact:
+// the Kind of event that relates to the question EventID.
+type Lookup struct{ EventID, Kind string }
+
 // Invocation is one queued, running or ready invocation.
 type Invocation struct {
 	Candidate  *roompb.Candidate
@@ -38,8 +58,14 @@ type Invocation struct {
 	// (ReactionSent); it is redacted when the invocation ends.
 	ReactionEventID string
 	// Redacted marks an invocation whose message was redacted after its
-	// reply was fixed: the reply is redacted once it is sent.
+	// reply was fixed, or while a restarted room looked up whether its
+	// reply went out before the restart: it is never sent again, and a
+	// reply that was sent or is found is redacted.
 	Redacted bool
+	// ReactionRequested is set once the wait reaction was requested
+	// (ReactionRequested): it is never requested again, and if it is not
+	// confirmed (ReactionSent) it is looked up when the invocation ends.
+	ReactionRequested bool
 }
 
 // EventID returns the invoking event's ID.
@@ -61,6 +87,9 @@ type State struct {
 	// reactions of finished invocations, replies to redacted questions),
 	// oldest first.
 	PendingRedactions []string
+	// Lookups are Lisa's events still to be found on the homeserver and
+	// redacted, oldest first, at most LookupLimit.
+	Lookups []Lookup
 	// Counters.
 	Answered, FailedAttempts, Abandoned, Duplicates, Refused uint64
 	// Edited counts invocations whose text an edit replaced; Redacted
@@ -136,8 +165,13 @@ func (s *State) finish(eventID, replyID string) error {
 		if inv.EventID() == eventID {
 			s.Queue = append(s.Queue[:i:i], s.Queue[i+1:]...)
 			s.remember(eventID, replyID)
-			if inv.ReactionEventID != "" {
+			switch {
+			case inv.ReactionEventID != "":
 				s.PendingRedactions = append(s.PendingRedactions, inv.ReactionEventID)
+			case inv.ReactionRequested:
+				// Requested but never confirmed: the homeserver may
+				// hold it all the same (a lost response, a kill).
+				s.lookUp(Lookup{EventID: eventID, Kind: LookupReaction})
 			}
 			if inv.Redacted && replyID != "" {
 				s.PendingRedactions = append(s.PendingRedactions, replyID)
@@ -251,25 +285,55 @@ func (s *State) applyRelation(ev proto.Message) error {
 		s.Edited++
 	case *roompb.InvocationRedacted:
 		s.Redacted++
-		if reply := e.GetReplyEventId(); reply != "" {
-			s.PendingRedactions = append(s.PendingRedactions, reply)
-			break
+		switch {
+		case e.GetReplyEventId() != "":
+			s.PendingRedactions = append(s.PendingRedactions, e.GetReplyEventId())
+			return nil
+		case e.GetFindReply():
+			s.lookUp(Lookup{EventID: e.GetEventId(), Kind: LookupReply})
+			return nil
 		}
 		inv, err := s.find(e.GetEventId())
 		if err != nil {
 			return err
 		}
-		if inv.Ready {
-			inv.Redacted = true // the reply may be on its way: redact it once sent
+		if inv.Ready || e.GetReplyMayExist() {
+			// The reply may be on its way, or out already: it is never
+			// sent again, and redacted once known.
+			inv.Redacted = true
 			break
 		}
 		return s.drop(inv)
+	case *roompb.InvocationDropped:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		return s.drop(inv)
+	case *roompb.ReactionRequested:
+		inv, err := s.find(e.GetEventId())
+		if err != nil {
+			return err
+		}
+		inv.ReactionRequested = true
 	case *roompb.ReactionSent:
 		if inv := s.Queued(e.GetEventId()); inv != nil {
 			inv.ReactionEventID = e.GetReactionEventId()
 		} else {
-			// The invocation ended while the reaction was on its way.
+			// The invocation ended while the reaction was on its way:
+			// it is known now, no need to look for it.
 			s.PendingRedactions = append(s.PendingRedactions, e.GetReactionEventId())
+			s.Lookups = slices.DeleteFunc(s.Lookups, func(l Lookup) bool {
+				return l == Lookup{EventID: e.GetEventId(), Kind: LookupReaction}
+			})
+		}
+	case *roompb.LookupDone:
+		done := Lookup{EventID: e.GetEventId(), Kind: e.GetKind()}
+		s.Lookups = slices.DeleteFunc(s.Lookups, func(l Lookup) bool { return l == done })
+		for _, id := range e.GetFoundEventIds() {
+			if !slices.Contains(s.PendingRedactions, id) {
+				s.PendingRedactions = append(s.PendingRedactions, id)
+			}
 		}
 	case *roompb.Redacted:
 		if i := slices.Index(s.PendingRedactions, e.GetEventId()); i >= 0 {
@@ -281,8 +345,21 @@ func (s *State) applyRelation(ev proto.Message) error {
 	return nil
 }
 
+// lookUp adds l to the lookups, unless it is there; beyond LookupLimit the
+// oldest is given up.
+func (s *State) lookUp(l Lookup) {
+	if slices.Contains(s.Lookups, l) {
+		return
+	}
+	s.Lookups = append(s.Lookups, l)
+	if len(s.Lookups) > LookupLimit {
+		s.Lookups = append([]Lookup(nil), s.Lookups[len(s.Lookups)-LookupLimit:]...)
+	}
+}
+
 // drop removes an invocation that will not be answered (its message was
-// redacted before its reply was fixed).
+// redacted before its reply was fixed, or a lookup found no reply it sent
+// before a restart).
 func (s *State) drop(inv *Invocation) error {
 	return s.finish(inv.EventID(), "")
 }
@@ -305,6 +382,9 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 		Redacted:          s.Redacted,
 		Edited:            s.Edited,
 	}
+	for _, l := range s.Lookups {
+		snap.Lookups = append(snap.Lookups, &roompb.PendingLookup{EventId: l.EventID, Kind: l.Kind})
+	}
 	for _, inv := range s.Queue {
 		snap.Queue = append(snap.Queue, &roompb.Invocation{
 			Candidate:  inv.Candidate,
@@ -322,6 +402,8 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 			Notice:           inv.Notice,
 			ReactionEventId:  inv.ReactionEventID,
 			Redacted:         inv.Redacted,
+
+			ReactionRequested: inv.ReactionRequested,
 		})
 	}
 	return snap
@@ -345,6 +427,9 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 		Redacted:          snap.GetRedacted(),
 		Edited:            snap.GetEdited(),
 	}
+	for _, l := range snap.GetLookups() {
+		s.Lookups = append(s.Lookups, Lookup{EventID: l.GetEventId(), Kind: l.GetKind()})
+	}
 	for _, inv := range snap.GetQueue() {
 		s.Queue = append(s.Queue, &Invocation{
 			Candidate:  inv.GetCandidate(),
@@ -362,6 +447,8 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 			Notice:           inv.GetNotice(),
 			ReactionEventID:  inv.GetReactionEventId(),
 			Redacted:         inv.GetRedacted(),
+
+			ReactionRequested: inv.GetReactionRequested(),
 		})
 	}
 	return s

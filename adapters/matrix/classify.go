@@ -28,24 +28,24 @@ const (
 	// (it invoked Lisa): the room answers the new text if it has not
 	// started on the old one.
 	TriggerEdit Verdict = "edit_update"
-	// TriggerRedaction is a redaction in an allowed room: the room drops
-	// the invocation it removes, or redacts the reply to it.
+	// TriggerRedaction is a redaction in an allowed room of a message
+	// that was routed to it: the room drops the invocation it removes, or
+	// redacts the reply to it.
 	TriggerRedaction Verdict = "redaction"
-	RejectMalformed  Verdict = "malformed"
-	RejectRoom       Verdict = "room_not_allowed"
-	RejectType       Verdict = "not_text_message"
-	RejectOwn        Verdict = "own_event"
-	RejectRedacted   Verdict = "redacted"
+	// RejectRedactionOther is a redaction of a message that was never
+	// routed to its room (chatter, history): nothing of Lisa's relates to
+	// it.
+	RejectRedactionOther Verdict = "redaction_of_other"
+	RejectMalformed      Verdict = "malformed"
+	RejectRoom           Verdict = "room_not_allowed"
+	RejectType           Verdict = "not_text_message"
+	RejectOwn            Verdict = "own_event"
+	RejectRedacted       Verdict = "redacted"
+	// RejectEdit is an edit (m.replace) of a message that did not invoke
+	// Lisa: an edit is never an invocation, even one that adds a mention
+	// or an alias.
 	RejectEdit       Verdict = "edit"
-	// RejectEditOfAddressed is an edit of a message that addressed Lisa
-	// itself but was never routed to her (history from before she
-	// joined or before her first sync): editing it does not make it new.
-	RejectEditOfAddressed Verdict = "edit_of_addressed"
-	// RejectEditUnverifiable is an edit whose original the homeserver
-	// refused to show, or which another member sent, or which is no
-	// text message: it is not an invocation.
-	RejectEditUnverifiable Verdict = "edit_original_invalid"
-	RejectNotAddress       Verdict = "not_addressed"
+	RejectNotAddress Verdict = "not_addressed"
 	// RejectReplyLookup means the reply target could not be checked for
 	// now (the homeserver unreachable, a 5xx, 429 or 408 answer, the
 	// ledger failing); the sync source fails the whole answer rather than

@@ -136,3 +136,79 @@ func TestFindReplyAmongManyReplies(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestFindReactions: against a real Dendrite, Lisa's reaction with a key
+// on an event is found (not her other keys, not another event's, not a
+// member's), and one she redacted is not.
+func TestFindReactions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hs := dendrite.Start(t, dendrite.Options{})
+	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	human, err := hs.RegisterUser(ctx, "human", "human-password-1", "HUMANDEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Connect(ctx, hs.URL(), bot.UserID, bot.DeviceID, bot.AccessToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, _ := mautrix.NewClient(hs.URL(), id.UserID(human.UserID), human.AccessToken)
+	room, err := hc.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(bot.UserID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := mautrix.NewClient(hs.URL(), id.UserID(bot.UserID), bot.AccessToken)
+	if _, err := bc.JoinRoomByID(ctx, room.RoomID); err != nil {
+		t.Fatal(err)
+	}
+	r := string(room.RoomID)
+	post := func(body string) string {
+		resp, err := hc.SendText(ctx, room.RoomID, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(resp.EventID)
+	}
+	react := func(ev, key, txn string) string {
+		got, err := c.React(ctx, r, ev, key, txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	q1, q2, q3 := post("one"), post("two"), post("three")
+	want := react(q1, "⏳", "lisa_w1")
+	react(q1, "👍", "lisa_t1")
+	react(q2, "⏳", "lisa_w2")
+	if _, err := hc.SendReaction(ctx, room.RoomID, id.EventID(q3), "⏳"); err != nil {
+		t.Fatal(err)
+	}
+	gone := react(q3, "⏳", "lisa_w3")
+	if err := c.Redact(ctx, r, gone, "lisa_w3_redact"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.FindReactions(ctx, r, q1, "⏳")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 && got[0] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FindReactions(q1) = %v, want [%s]", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, err := c.FindReactions(ctx, r, q3, "⏳"); err != nil || len(got) != 0 {
+		t.Fatalf("FindReactions(q3) = %v, %v; want none (a member's, and Lisa's redacted one)", got, err)
+	}
+	if got, err := c.FindReactions(ctx, r, "$nothing", "⏳"); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("FindReactions of an event without reactions = %#v, %v", got, err)
+	}
+}

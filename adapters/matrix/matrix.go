@@ -96,7 +96,50 @@ const lookupAttempts = 3
 // backlog it missed replies that existed, and each miss became a
 // duplicate. See docs/reliability.md.)
 func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
-	filter := &mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{c.cli.UserID}}
+	var found string
+	err := c.scanOwn(ctx, room, event.EventMessage, func(evt *event.Event) bool {
+		if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
+			found = string(evt.ID)
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return "", false, err
+	}
+	return found, found != "", nil
+}
+
+// FindReactions looks backwards from the newest event, within the same
+// bound as FindReply, for Lisa's reactions key on eventID and returns
+// their event IDs, newest first. A redacted reaction has lost its
+// relation and is not found (it needs no redaction).
+func (c *Client) FindReactions(ctx context.Context, room, eventID, key string) ([]string, error) {
+	found := []string{}
+	err := c.scanOwn(ctx, room, event.EventReaction, func(evt *event.Event) bool {
+		var content struct {
+			Rel struct {
+				RelType string `json:"rel_type"`
+				EventID string `json:"event_id"`
+				Key     string `json:"key"`
+			} `json:"m.relates_to"`
+		}
+		if json.Unmarshal(evt.Content.VeryRaw, &content) == nil && content.Rel.RelType == string(event.RelAnnotation) &&
+			content.Rel.EventID == eventID && content.Rel.Key == key {
+			found = append(found, string(evt.ID))
+		}
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
+}
+
+// scanOwn reads Lisa's own events of type typ in room backwards from the
+// newest, at most findPages pages of 100, until match reports true.
+func (c *Client) scanOwn(ctx context.Context, room string, typ event.Type, match func(*event.Event) bool) error {
+	filter := &mautrix.FilterPart{Types: []event.Type{typ}, Senders: []id.UserID{c.cli.UserID}}
 	from := ""
 	for range findPages {
 		var resp *mautrix.RespMessages
@@ -105,22 +148,22 @@ func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID str
 			return err
 		})
 		if err != nil {
-			return "", false, Classify(err)
+			return Classify(err)
 		}
 		for _, evt := range resp.Chunk {
-			if evt == nil || evt.Sender != c.cli.UserID {
+			if evt == nil || evt.Sender != c.cli.UserID || evt.Type.Type != typ.Type {
 				continue
 			}
-			if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
-				return string(evt.ID), true, nil
+			if match(evt) {
+				return nil
 			}
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
+			return nil
 		}
 		from = resp.End
 	}
-	return "", false, nil
+	return nil
 }
 
 // retry runs fn up to lookupAttempts times while it fails transiently,

@@ -24,8 +24,10 @@ func (l *emptyLedger) Routed(string, string) (bool, error)     { return false, n
 
 // TestSourceAgainstDendrite: a baseline answers nothing; afterwards a reply
 // to a Lisa event the ledger does not know is verified with GET /event, a
-// reply to a human is not an invocation, Lisa's own events are reported,
-// and rooms outside the allowlist are dropped locally.
+// reply to a human is not an invocation, an edit that adds a mention to
+// chatter is rejected as an edit, a redaction of chatter is not routed,
+// Lisa's own events are reported, and
+// rooms outside the allowlist are dropped locally.
 func TestSourceAgainstDendrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -90,13 +92,25 @@ func TestSourceAgainstDendrite(t *testing.T) {
 	send(human, allowed, &event.MessageEventContent{MsgType: event.MsgText, Body: "me too",
 		RelatesTo: &event.RelatesTo{InReplyTo: &event.InReplyTo{EventID: humanEvent}}})
 	send(human, forbidden, &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa? over here"})
+	// An edit that adds a mention to chatter is no invocation (an edit
+	// never is): it is counted under its outcome, "edit".
+	send(human, allowed, &event.MessageEventContent{MsgType: event.MsgText, Body: "* Lisa, now?",
+		Mentions:   &event.Mentions{UserIDs: []id.UserID{id.UserID(bot.UserID)}},
+		NewContent: &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, now?", Mentions: &event.Mentions{UserIDs: []id.UserID{id.UserID(bot.UserID)}}},
+		RelatesTo:  &event.RelatesTo{Type: event.RelReplace, EventID: humanEvent}})
+	// A redaction of chatter is nothing to the room: it never sees it.
+	withdrawn := send(human, allowed, &event.MessageEventContent{MsgType: event.MsgText, Body: "oops, wrong room"})
+	if _, err := human.RedactEvent(ctx, allowed, withdrawn); err != nil {
+		t.Fatal(err)
+	}
 
 	cur := base.Cursor
 	var cands []string
 	var own []string
 	var batchCtx [][]byte
+	edits, otherRedactions := 0, 0
 	deadline := time.Now().Add(30 * time.Second)
-	for len(cands) < 1 && time.Now().Before(deadline) {
+	for (len(cands) < 1 || edits < 1 || otherRedactions < 1) && time.Now().Before(deadline) {
 		b, err := src.Next(ctx, cur)
 		if err != nil {
 			t.Fatal(err)
@@ -109,6 +123,8 @@ func TestSourceAgainstDendrite(t *testing.T) {
 		for _, o := range b.OwnEvents {
 			own = append(own, string(o.EventID)+"/"+string(o.TransactionID))
 		}
+		edits += b.Rejected[string(RejectEdit)]
+		otherRedactions += b.Rejected[string(RejectRedactionOther)]
 		if b.Rejected[string(RejectRoom)] > 0 {
 			t.Logf("dropped %d events from a room outside the allowlist", b.Rejected[string(RejectRoom)])
 		}
@@ -118,6 +134,9 @@ func TestSourceAgainstDendrite(t *testing.T) {
 	}
 	if len(batchCtx) == 0 || !strings.Contains(string(batchCtx[len(batchCtx)-1]), "unrelated") {
 		t.Fatalf("candidate lacks the preceding events of its sync batch: %d kept", len(batchCtx))
+	}
+	if edits != 1 || otherRedactions != 1 {
+		t.Fatalf("%d edits rejected as edits, %d redactions of chatter rejected; want 1 each", edits, otherRedactions)
 	}
 	if ledger.asked == 0 {
 		t.Fatal("ledger not consulted before the homeserver")

@@ -16,15 +16,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
+// realPandoc returns the pandoc on PATH. Without one the test skips with
+// one line naming the Debian package, or fails where LISA_REQUIRE_PANDOC=1
+// (CI installs pandoc and sets it).
 func realPandoc(t *testing.T) string {
 	t.Helper()
+	need.Pandoc(t)
 	p, err := exec.LookPath("pandoc")
 	if err != nil {
-		// CI installs pandoc (.ci/run); a missing one is a broken setup,
-		// not a reason to skip.
-		t.Fatalf("pandoc not installed: %v (apt-get install pandoc)", err)
+		t.Fatal(err)
 	}
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -76,7 +77,7 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	actorRate := fs.Float64("actor-rate", 0, "actor fault probability per message (default: the CI campaign's)")
 	netRate := fs.Float64("net-rate", 0, "network fault probability per request (default: the CI campaign's)")
 	killEvery := fs.Duration("kill-every", 0, "mean time between random SIGKILLs, drawn from [D/2, 3D/2] (default: the CI campaign's 3–8 s)")
-	dir := fs.String("dir", "", "working directory, kept afterwards (default: a temporary one, removed)")
+	dir := fs.String("dir", "", "working directory, kept afterwards (default: a temporary one, removed if the campaign passed)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -97,13 +98,12 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "lisa-chaos:", err)
 		return exitFailure
 	}
-	work := *dir
-	if work == "" {
+	work, temporary := *dir, *dir == ""
+	if temporary {
 		if work, err = os.MkdirTemp("", "lisa-chaos-"); err != nil {
 			fmt.Fprintln(stderr, "lisa-chaos:", err)
 			return exitFailure
 		}
-		defer os.RemoveAll(work)
 	} else if err := os.MkdirAll(work, 0o700); err != nil {
 		fmt.Fprintln(stderr, "lisa-chaos:", err)
 		return exitFailure
@@ -123,7 +123,11 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lisa-chaos: campaign did not run (seed %d): %v\n", *seed, err)
+		finish(work, temporary, false, stderr)
 		return exitFailure
+	}
+	if !finish(work, temporary, rep.OK(), stderr) {
+		rep.LogDir = ""
 	}
 	rep.WriteText(stdout)
 	if *jsonOut != "" {
@@ -137,4 +141,22 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// finish removes a temporary working directory of a campaign that passed
+// and keeps any other; it says where a failed campaign's logs are, and
+// reports whether the directory is still there.
+func finish(work string, temporary, passed bool, stderr io.Writer) (kept bool) {
+	if temporary && passed {
+		if err := os.RemoveAll(work); err != nil {
+			fmt.Fprintln(stderr, "lisa-chaos:", err)
+			return true
+		}
+		return false
+	}
+	if !passed {
+		fmt.Fprintf(stderr, "lisa-chaos: the campaign failed; its logs are kept: %s, %s (data and Dendrite's files beside them)\n",
+			filepath.Join(work, chaos.CampaignLog), filepath.Join(work, chaos.LisaLog))
+	}
+	return true
 }

@@ -21,9 +21,9 @@ func checkConfig(ctx context.Context, c *cli, args []string) int {
 	}
 	path := &r.Path
 	cfg := r.Config
-	version, err := daemon.CheckPandoc(ctx, cfg)
+	converter, err := daemon.CheckConverter(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "pandoc: %s\n", err.Error())
+		fmt.Fprintln(c.stderr, err.Error())
 		return exitUsage
 	}
 	search := "disabled (search.endpoint is empty)"
@@ -37,7 +37,7 @@ func checkConfig(ctx context.Context, c *cli, args []string) int {
 	fmt.Fprintf(c.stdout, "  model:      %s\n", cfg.LLM.Model)
 	fmt.Fprintf(c.stdout, "  web search: %s\n", search)
 	fmt.Fprintf(c.stdout, "  data dir:   %s\n", cfg.Runtime.DataDir)
-	fmt.Fprintf(c.stdout, "  pandoc:     %s\n", version)
+	fmt.Fprintf(c.stdout, "  converter:  %s\n", converter)
 	return exitOK
 }
 

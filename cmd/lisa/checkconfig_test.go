@@ -9,6 +9,7 @@ import (
 
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/testkit/golden"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // Canary values: if any of these shows up in output, a secret leaked.
@@ -105,7 +106,9 @@ func TestCheckConfigCanarySecrets(t *testing.T) {
 
 	t.Run("env secrets accepted", func(t *testing.T) {
 		p := writeCanaryConfig(t, "env:LISA_MATRIX_ACCESS_TOKEN")
-		r := runLisa(t, canaryEnv(), "check-config", "--config", p)
+		env := canaryEnv()
+		env["LISA_WEB__CONVERTER"] = need.Converter(t)
+		r := runLisa(t, env, "check-config", "--config", p)
 		if r.code != exitOK {
 			t.Fatalf("exit code %d, want 0\nstderr: %s", r.code, r.stderr)
 		}
@@ -147,7 +150,7 @@ func lookupFrom(m map[string]string) config.LookupEnv {
 }
 
 func TestCheckConfigExample(t *testing.T) {
-	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": "token", "LISA_LLM_API_KEY": "key"}
+	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": "token", "LISA_LLM_API_KEY": "key", "LISA_WEB__CONVERTER": need.Converter(t)}
 	r := runLisa(t, env, "check-config", "--config", filepath.Join("..", "..", "config.example.toml"))
 	if r.code != exitOK || r.stderr != "" || !strings.Contains(r.stdout, "config OK") {
 		t.Fatalf("example config: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -193,19 +196,38 @@ func TestCheckConfigGolden(t *testing.T) {
 	}
 }
 
-// TestCheckConfigNeedsPandoc: without a pandoc new enough for --sandbox the
-// configuration is not usable (html_to_markdown depends on it).
+// TestCheckConfigNeedsPandoc: with web.converter = "pandoc" (the
+// default) and a pandoc new enough for --sandbox, check-config names it.
 func TestCheckConfigNeedsPandoc(t *testing.T) {
+	need.Pandoc(t)
 	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": "token", "LISA_LLM_API_KEY": "key"}
 	example := filepath.Join("..", "..", "config.example.toml")
 	r := runLisa(t, env, "check-config", "--config", example)
-	if r.code != exitOK || !strings.Contains(r.stdout, "pandoc:") {
+	if r.code != exitOK || !strings.Contains(r.stdout, "converter:  pandoc ") {
 		t.Fatalf("with pandoc: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestCheckConfigWithoutPandoc: without pandoc the default configuration
+// is not usable, and the one line that says so names both fixes; with
+// web.converter = "builtin" it is.
+func TestCheckConfigWithoutPandoc(t *testing.T) {
+	env := map[string]string{"LISA_MATRIX_ACCESS_TOKEN": "token", "LISA_LLM_API_KEY": "key"}
+	example := filepath.Join("..", "..", "config.example.toml")
 	t.Setenv("PATH", t.TempDir()) // no pandoc anywhere
-	r = runLisa(t, env, "check-config", "--config", example)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "pandoc") {
+	r := runLisa(t, env, "check-config", "--config", example)
+	if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
 		t.Fatalf("without pandoc: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"web.converter: ", "not found", "install pandoc 2.15 or newer (Debian package pandoc)", `set web.converter = "builtin"`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q: %s", want, r.stderr)
+		}
+	}
+	env["LISA_WEB__CONVERTER"] = config.ConverterBuiltin
+	r = runLisa(t, env, "check-config", "--config", example)
+	if r.code != exitOK || !strings.Contains(r.stdout, "converter:  built-in (html-to-markdown") {
+		t.Fatalf("built-in converter: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 }
 
@@ -217,6 +239,7 @@ func TestCheckConfigRefusesPublicMetrics(t *testing.T) {
 		t.Fatalf("exit %d\nstderr: %s", r.code, r.stderr)
 	}
 	env["LISA_RUNTIME__METRICS_LISTEN"] = "127.0.0.1:9464"
+	env["LISA_WEB__CONVERTER"] = need.Converter(t)
 	if r := runLisa(t, env, "check-config", "--config", filepath.Join("..", "..", "config.example.toml")); r.code != exitOK {
 		t.Fatalf("loopback refused: %d %s", r.code, r.stderr)
 	}

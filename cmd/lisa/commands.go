@@ -9,6 +9,7 @@ import (
 
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
+	"github.com/lisabot/lisa/devkit/demo"
 )
 
 // Exit codes shared by every command.
@@ -28,6 +29,9 @@ type cli struct {
 	// arm arms test hooks in the daemon (failpoints); nil in the
 	// production binary.
 	arm daemon.ArmFunc
+	// demo changes the demo's options where no flag reaches (a test's
+	// observer); nil in the production binary.
+	demo func(*demo.Options)
 }
 
 // command is one entry of the dispatch table.
@@ -75,7 +79,7 @@ func commands() []command {
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
-			run:     demo,
+			run:     demoCmd,
 		},
 	}
 }

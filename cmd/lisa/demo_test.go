@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -11,28 +15,39 @@ import (
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
+
+	"github.com/lisabot/lisa/devkit/demo"
+	devdendrite "github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
 // demoRunCapture is what the test's demoObserver saw: the room's messages
 // as the homeserver stores them (newest first) and the local servers'
 // records.
 type demoRunCapture struct {
-	run    demoResult
+	run    demo.Result
 	events []*event.Event
 	err    error
 }
 
-// runDemoCaptured runs `lisa demo --exit-after-transcript` with the
-// scripted LLM and reads the room back from the homeserver before the
-// demo stops it.
-func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
+// demoRun is one finished run of the demo command.
+type demoRun struct {
+	code           int
+	stdout, stderr string
+	got            demoRunCapture
+}
+
+// runDemoCommand runs `lisa demo --exit-after-transcript`, the demo's
+// LISA_DEMO_* variables taken from demoEnv only (none: the scripted LLM),
+// and reads the room back from the homeserver before the demo stops it.
+func runDemoCommand(t *testing.T, demoEnv map[string]string) demoRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var got demoRunCapture
-	demoObserver = func(ctx context.Context, run demoResult) {
+	observe := func(ctx context.Context, run demo.Result) {
 		got.run = run
-		resp, err := run.human.Messages(ctx, run.room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
+		resp, err := run.Human.Messages(ctx, run.Room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
 		if err != nil {
 			got.err = err
 			return
@@ -45,25 +60,35 @@ func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
 		}
 		got.events = resp.Chunk
 	}
-	defer func() { demoObserver = nil }()
 	var stdout, stderr bytes.Buffer
 	env := func(k string) (string, bool) {
 		if strings.HasPrefix(k, "LISA_DEMO_") {
-			return "", false // always the scripted LLM here
+			v, ok := demoEnv[k]
+			return v, ok
 		}
 		return os.LookupEnv(k)
 	}
-	code := run(ctx, []string{"demo", "--exit-after-transcript"}, strings.NewReader(""), &stdout, &stderr, env)
-	if code != exitOK {
-		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
-	}
+	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: env,
+		demo: func(o *demo.Options) { o.Observer = observe }}
+	code := runWith(ctx, c, []string{"demo", "--exit-after-transcript"})
 	if got.err != nil || got.events == nil {
-		t.Fatalf("reading the room back: %v (observer ran: %v)", got.err, got.run.human != nil)
+		t.Fatalf("reading the room back: %v (observer ran: %v; exit %d)\nstdout:\n%s\nstderr:\n%s", got.err, got.run.Human != nil, code, stdout.String(), stderr.String())
 	}
-	if strings.Contains(stderr.String(), `"level":"ERROR"`) {
-		t.Fatalf("demo logged errors:\n%s", stderr.String())
+	return demoRun{code: code, stdout: stdout.String(), stderr: stderr.String(), got: got}
+}
+
+// runDemoCaptured runs the demo with the scripted LLM and requires it to
+// succeed without logging errors.
+func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
+	t.Helper()
+	r := runDemoCommand(t, nil)
+	if r.code != exitOK {
+		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	return got, stdout.String()
+	if strings.Contains(r.stderr, `"level":"ERROR"`) {
+		t.Fatalf("demo logged errors:\n%s", r.stderr)
+	}
+	return r.got, r.stdout
 }
 
 // replyTarget returns the event an event replies to, or "".
@@ -86,9 +111,9 @@ func TestDemoEndToEnd(t *testing.T) {
 	for i := len(got.events) - 1; i >= 0; i-- {
 		evt := got.events[i]
 		switch string(evt.Sender) {
-		case got.run.lisa:
+		case got.run.Lisa:
 			replies[replyTarget(evt)] = append(replies[replyTarget(evt)], evt)
-		case got.run.bob:
+		case got.run.Bob:
 			if strings.Contains(evt.Content.AsMessage().Body, "?") {
 				questions = append(questions, evt)
 			}
@@ -114,6 +139,54 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !strings.Contains(out, "--- transcript") || !strings.Contains(out, "tool calls: web_search ok ×1, fetch_web_page ok ×1, html_to_markdown ok ×1") {
 		t.Fatalf("the transcript lacks the research invocation's summary:\n%s", out)
 	}
+	for _, c := range got.run.Checks {
+		if !c.Passed() {
+			t.Fatalf("self-check %q failed: %s", c.Name, c.Problem)
+		}
+	}
+	if len(got.run.Checks) != 5 || !strings.Contains(out, "--- all 5 checks passed ---") {
+		t.Fatalf("the demo did not report its self-check (%d checks):\n%s", len(got.run.Checks), out)
+	}
+}
+
+// TestDemoFailsItsSelfCheck runs the demo against a model that rejects
+// every request, so each question gets the persona's error: the demo
+// must exit 1, name the failed check and show the log line that explains
+// it, instead of passing while its showcase failed.
+func TestDemoFailsItsSelfCheck(t *testing.T) {
+	model := llmfake.Start(t, llmfake.WithModels("broken-model"),
+		llmfake.WithDefault(llmfake.Error(http.StatusBadRequest, "this scripted model fails on purpose")))
+	r := runDemoCommand(t, map[string]string{"LISA_DEMO_LLM_URL": model.URL(), "LISA_DEMO_LLM_MODEL": "broken-model"})
+	if r.code != exitFailure {
+		t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"FAILED  " + demo.CheckNoError + ": the answer to",
+		"FAILED  " + demo.CheckSources + ": the research answer has no Sources list",
+		`"code":"llm_rejected"`,
+		"--- 2 of 5 checks failed ---",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "lisa demo: the showcase failed 2 check(s): "+demo.CheckNoError+"; "+demo.CheckSources) {
+		t.Errorf("stderr does not name the failed checks:\n%s", r.stderr)
+	}
+	// The self-check's verdict matches the room: every question was
+	// answered once, with the persona's error.
+	var lisa int
+	for _, evt := range r.got.events {
+		if string(evt.Sender) == r.got.run.Lisa {
+			lisa++
+			if body := evt.Content.AsMessage().Body; !strings.Contains(body, "thoughts got tangled") {
+				t.Errorf("Lisa answered %q, not the persona's error", body)
+			}
+		}
+	}
+	if lisa != 3 {
+		t.Errorf("Lisa sent %d messages, want 3 error replies", lisa)
+	}
 }
 
 // checkNamesAlice: the room question's answer names Alice by display
@@ -121,7 +194,7 @@ func TestDemoEndToEnd(t *testing.T) {
 func checkNamesAlice(t *testing.T, got demoRunCapture, reply *event.Event) {
 	t.Helper()
 	body := reply.Content.AsMessage().Body
-	if !strings.Contains(body, "Alice") || !strings.Contains(body, got.run.alice) || !strings.Contains(body, "old NUC") {
+	if !strings.Contains(body, "Alice") || !strings.Contains(body, got.run.Alice) || !strings.Contains(body, "old NUC") {
 		t.Fatalf("the answer about the room does not name Alice and what she said: %q", body)
 	}
 }
@@ -144,14 +217,94 @@ func checkSourcesFetched(t *testing.T, got demoRunCapture, reply *event.Event) {
 		t.Fatalf("the Sources section links nothing: %s", sources)
 	}
 	for _, l := range links {
-		if !slices.Contains(got.run.requested, l) {
-			t.Fatalf("source %s was not fetched in this run (web site served %v)", l, got.run.requested)
+		if !slices.Contains(got.run.Requested, l) {
+			t.Fatalf("source %s was not fetched in this run (web site served %v)", l, got.run.Requested)
 		}
 		if !strings.Contains(msg.Body, l) {
 			t.Fatalf("the plain body does not list source %s: %q", l, msg.Body)
 		}
 	}
-	if len(got.run.queries) == 0 {
+	if len(got.run.Queries) == 0 {
 		t.Fatal("the local SearXNG was never queried")
+	}
+}
+
+// TestDemoMissingPrerequisite: what the demo needs is checked before
+// anything starts; a missing piece ends the demo at once with exit code 2,
+// naming it and the command that provides it.
+func TestDemoMissingPrerequisite(t *testing.T) {
+	// No go command, and no Dendrite built: the first run cannot build it.
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(devdendrite.CacheDirEnv, t.TempDir())
+	t.Setenv(devdendrite.BinaryEnv, "")
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no go, no Dendrite", nil, []string{
+			"lisa demo: missing the go command, to build the local homeserver (Dendrite " + devdendrite.Version + ") on the first run\n",
+			"    fix: install Go "}},
+		{"a real model without its name", map[string]string{"LISA_DEMO_LLM_URL": "http://127.0.0.1:9/v1"}, []string{
+			"lisa demo: missing LISA_DEMO_LLM_MODEL", "    fix: export LISA_DEMO_LLM_MODEL=", "lisa demo: missing the go command"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			env := func(k string) (string, bool) {
+				if strings.HasPrefix(k, "LISA_DEMO_") {
+					v, ok := c.env[k]
+					return v, ok
+				}
+				return os.LookupEnv(k)
+			}
+			code := run(t.Context(), []string{"demo", "--exit-after-transcript"}, strings.NewReader(""), &stdout, &stderr, env)
+			if code != exitUsage {
+				t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUsage, stdout.String(), stderr.String())
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("the demo started something before failing its prerequisites:\n%s", stdout.String())
+			}
+		})
+	}
+}
+
+// TestDemoWithoutPandoc runs the demo on a PATH that holds the go command
+// and nothing else: with no pandoc, the demo says it uses the built-in
+// converter, and the research answer still carries Sources it fetched.
+func TestDemoWithoutPandoc(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(goCmd, filepath.Join(bin, "go")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	if _, err := exec.LookPath("pandoc"); err == nil {
+		t.Fatal("pandoc is still on PATH")
+	}
+	got, out := runDemoCaptured(t)
+	if !strings.Contains(out, "built-in converter") {
+		t.Fatalf("the demo does not say it uses the built-in converter:\n%s", out)
+	}
+	var research *event.Event
+	for _, evt := range got.events {
+		if string(evt.Sender) == got.run.Lisa && strings.Contains(evt.Content.AsMessage().Body, "I looked it up") {
+			research = evt
+		}
+	}
+	if research == nil {
+		t.Fatalf("no research answer in the room:\n%s", out)
+	}
+	checkSourcesFetched(t, got, research)
+	if !strings.Contains(out, "--- all 5 checks passed ---") {
+		t.Fatalf("the self-check did not pass:\n%s", out)
 	}
 }

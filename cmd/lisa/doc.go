@@ -24,7 +24,8 @@
 // Exit codes: 0 success, 1 runtime failure, 2 usage or configuration
 // problem. Run "lisa help" for the current list of commands.
 //
-// The command is thin: package daemon wires and runs Lisa. main is a shell
+// The command is thin: package daemon wires and runs Lisa, and package
+// devkit/demo is the demo. main is a shell
 // around run, which takes its arguments, standard streams and environment
 // lookup as parameters so tests can drive every command without touching
 // the process state. This binary links no test code, fakes or failpoints;

@@ -19,8 +19,10 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/chaos"
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/dendrite"
 	"github.com/lisabot/lisa/testkit/llmfake"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // childEnv makes the test binary act as `lisa` (see TestMain), so crash
@@ -103,7 +105,7 @@ func newE2E(t *testing.T, allowedRooms int) *e2e {
 		}
 	}
 	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
-		return llmfake.Answer("answer: " + invocationText(r.LastUser()))
+		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser()))
 	})))
 	return e
 }
@@ -184,7 +186,8 @@ func (e *e2e) start(env ...string) *lisaProc {
 	e.t.Helper()
 	cfg := e.writeConfig()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, "LISA_LLM_API_KEY="+e.llmKey)
+	cmd.Env = append(os.Environ(), childEnv+"=run --config "+cfg, "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, "LISA_LLM_API_KEY="+e.llmKey,
+		need.ConverterEnv(e.t)) // any converter will do: the built-in one where pandoc is missing
 	cmd.Env = append(cmd.Env, env...)
 	return e.launch(cmd)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/chaos"
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/faultproxy"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
@@ -483,7 +484,7 @@ func TestRoomsNeverSeeEachOther(t *testing.T) {
 	gate := llmfake.NewGate()
 	defer gate.Release()
 	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
-		return llmfake.Answer("answer: " + invocationText(r.LastUser())).Until(gate)
+		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser())).Until(gate)
 	})))
 	p := e.start()
 	e.awaitLog(p, "sync baseline recorded")

@@ -18,6 +18,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/testkit/hostile"
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // maxHostileRSS is the most resident memory Lisa may ever reach while a
@@ -124,6 +125,13 @@ func TestFloodGetsOneOverloadReply(t *testing.T) {
 	for i := range 8 {
 		flood = append(flood, e.mention(room, fmt.Sprintf("flood question %d", i)))
 	}
+	// Edits in the burst (#31): of refused questions, and of chatter so
+	// that it mentions Lisa. An edit is never an invocation, so none is
+	// refused again and none gets a notice of its own.
+	chatter := e.say(room, plainText("just chatting during the flood"))
+	e.say(room, edit(flood[5], "flood question 5, edited", true, e.bot.UserID))
+	e.say(room, edit(flood[7], "flood question 7, edited", true, e.bot.UserID))
+	e.say(room, edit(chatter, "Lisa, chatter edited during the flood", true, e.bot.UserID))
 	resp, err := otherCli.SendMessageEvent(e.ctx, room, event.EventMessage, &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, a question from someone else",
 		Mentions: &event.Mentions{UserIDs: []id.UserID{id.UserID(e.bot.UserID)}}})
 	if err != nil {
@@ -139,6 +147,15 @@ func TestFloodGetsOneOverloadReply(t *testing.T) {
 	}
 	if n := strings.Count(p.text(), "invocation refused"); n != 5 {
 		t.Errorf("%d refusals logged, want 5 (flood questions 3 to 7)", n)
+	}
+	notices := 0
+	for _, body := range e.lisaBodies(room) {
+		if strings.Contains(body, "Too much at once.") {
+			notices++
+		}
+	}
+	if n := notices; n != 1 {
+		t.Errorf("%d overload notices in the room, want 1 for the whole burst", n)
 	}
 }
 
@@ -158,7 +175,7 @@ func buildLisa(t *testing.T) string {
 func (e *e2e) startBinary(bin string) *lisaProc {
 	e.t.Helper()
 	cmd := exec.Command(bin, "run", "--config", e.writeConfig())
-	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken)
+	cmd.Env = append(os.Environ(), "LISA_MATRIX_ACCESS_TOKEN="+e.bot.AccessToken, need.ConverterEnv(e.t))
 	return e.launch(cmd)
 }
 

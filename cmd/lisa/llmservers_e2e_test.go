@@ -10,6 +10,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/llmfake"
 	"github.com/lisabot/lisa/testkit/searxfake"
 )
@@ -48,7 +49,7 @@ func isRepair(r llmfake.Request) bool {
 // every other invocation.
 func sentinelOr(model func(llmfake.Request) llmfake.Step) func(llmfake.Request) llmfake.Step {
 	return func(r llmfake.Request) llmfake.Step {
-		if strings.Contains(invocationText(firstUser(r)), "sentinel") {
+		if strings.Contains(demo.InvocationText(firstUser(r)), "sentinel") {
 			return llmfake.Answer("done")
 		}
 		return model(r)
@@ -199,7 +200,7 @@ func TestLengthCutGetsOneRepair(t *testing.T) {
 			}
 			requests, repairs := 0, 0
 			for _, r := range e.llm.Requests() {
-				if strings.Contains(invocationText(firstUser(r)), "explain everything") {
+				if strings.Contains(demo.InvocationText(firstUser(r)), "explain everything") {
 					requests++
 					if isRepair(r) {
 						repairs++
@@ -277,7 +278,7 @@ func TestRequestsFitTheModelWindow(t *testing.T) {
 	var system string
 	checked := 0
 	for _, r := range e.llm.Requests() {
-		if strings.Contains(invocationText(firstUser(r)), "sentinel") {
+		if strings.Contains(demo.InvocationText(firstUser(r)), "sentinel") {
 			continue
 		}
 		checked++
@@ -291,7 +292,7 @@ func TestRequestsFitTheModelWindow(t *testing.T) {
 		if r.Messages[0].Role != "system" || r.Messages[0].Content != system || !strings.HasPrefix(system, "# Host policy") {
 			t.Errorf("request %d lost the system prompt", r.Seq)
 		}
-		if invocationText(firstUser(r)) != question {
+		if demo.InvocationText(firstUser(r)) != question {
 			t.Errorf("request %d lost the invoking message", r.Seq)
 		}
 	}

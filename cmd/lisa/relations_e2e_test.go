@@ -10,6 +10,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
@@ -62,7 +63,7 @@ func (e *e2e) requestFor(marker string) string {
 	e.t.Helper()
 	reqs := e.llm.Requests()
 	for i := len(reqs) - 1; i >= 0; i-- {
-		if strings.Contains(invocationText(reqs[i].LastUser()), marker) {
+		if strings.Contains(demo.InvocationText(reqs[i].LastUser()), marker) {
 			raw, _ := json.Marshal(reqs[i])
 			return string(raw)
 		}
@@ -127,9 +128,9 @@ func TestThreadsAnsweredInThread(t *testing.T) {
 }
 
 // TestEditsBeforeTheAnswer: a question edited before Lisa starts on it is
-// answered in its new wording, once; a message edited to address Lisa
-// invokes her once, keyed to the original message; edits after the answer
-// change nothing.
+// answered in its new wording, once, as a reply to the original message;
+// another member's edit does not count; edits after the answer change
+// nothing.
 func TestEditsBeforeTheAnswer(t *testing.T) {
 	e := newE2E(t, 1)
 	room := e.allowed[0]
@@ -137,29 +138,107 @@ func TestEditsBeforeTheAnswer(t *testing.T) {
 	asked := e.mention(room, "ORIGINAL-WORDING what time is it?")
 	e.say(room, edit(asked, "EDITED-WORDING what day is it?", true, e.bot.UserID))
 	e.awaitLogLine(p, `"transition":"InvocationEdited"`)
-	plain := e.say(room, plainText("just chatting, no question"))
-	e.say(room, edit(plain, "Lisa, NEWLY-ADDRESSED can you help?", true, e.bot.UserID))
 	gate.Release()
 
 	e.awaitReply(room, asked)
 	if body, _ := e.replyContent(room, asked)["body"].(string); !strings.Contains(body, "answer: EDITED-WORDING") {
 		t.Errorf("answer to the edited question = %q", body)
 	}
-	e.awaitReply(room, plain)
-	if body, _ := e.replyContent(room, plain)["body"].(string); !strings.Contains(body, "NEWLY-ADDRESSED") {
-		t.Errorf("answer to the edited message = %q", body)
-	}
 
-	// After the answers, edits change nothing.
+	// After the answer, edits change nothing.
 	e.say(room, edit(asked, "EDITED-AGAIN too late", true, e.bot.UserID))
-	e.say(room, edit(plain, "Lisa, EDITED-AGAIN too late", true, e.bot.UserID))
 	s := e.settle(room)
-	e.expectReplies(room, map[id.EventID]int{busy: 1, asked: 1, plain: 1, s: 1})
+	e.expectReplies(room, map[id.EventID]int{busy: 1, asked: 1, s: 1})
 	for _, r := range e.llm.Requests() {
-		if strings.Contains(invocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(invocationText(r.LastUser()), "ORIGINAL-WORDING") {
-			t.Errorf("an LLM request answered %q", invocationText(r.LastUser()))
+		if strings.Contains(demo.InvocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(demo.InvocationText(r.LastUser()), "ORIGINAL-WORDING") {
+			t.Errorf("an LLM request answered %q", demo.InvocationText(r.LastUser()))
 		}
 	}
+}
+
+// TestEditNeverInvokes: an edit that makes a message address Lisa (a
+// mention, an alias) is no invocation: for 10 s after it Lisa shows
+// nothing in the room (no reply, no wait reaction although it is due
+// after 1 s, no typing), and the model never sees it. A sentinel asked
+// afterwards is answered, so she was reading the room all along; the
+// edited message still has no reply then (a room answers in order).
+func TestEditNeverInvokes(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	e.extraConfig = "wait_reaction = \"⏳\"\nwait_reaction_seconds = 1\n"
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+
+	since := e.humanSince()
+	chatter := e.say(room, plainText("just chatting among humans"))
+	aliased := e.say(room, plainText("more chatter"))
+	e.say(room, edit(chatter, "NEWLY-MENTIONED can you help?", true, e.bot.UserID))
+	e.say(room, edit(aliased, "Lisa, NEWLY-ALIASED can you help?", false, e.bot.UserID))
+
+	if seen := e.lisaActivity(room, since, 10*time.Second); len(seen) > 0 {
+		t.Fatalf("Lisa answered an edit: %v; logs:\n%s", seen, p.text())
+	}
+	s := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{s: 1})
+	for key := range e.lisaReactions(room) {
+		if key[0] == string(chatter) || key[0] == string(aliased) {
+			t.Errorf("Lisa reacted %q to an edited message", key[1])
+		}
+	}
+	for _, r := range e.llm.Requests() {
+		if u := demo.InvocationText(r.LastUser()); strings.Contains(u, "NEWLY-") {
+			t.Errorf("an LLM request answered %q", u)
+		}
+	}
+}
+
+// humanSince returns the human's current /sync position.
+func (e *e2e) humanSince() string {
+	e.t.Helper()
+	resp, err := e.human.FullSyncRequest(e.ctx, mautrix.ReqSync{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.NextBatch
+}
+
+// lisaActivity watches the human's /sync from since for window and
+// returns what Lisa did in room meanwhile: her timeline events (messages,
+// reactions, redactions) by type, and "typing" if she was shown typing.
+// The whole window is watched: an empty result means nothing came within
+// it.
+func (e *e2e) lisaActivity(room id.RoomID, since string, window time.Duration) []string {
+	e.t.Helper()
+	var seen []string
+	for end := time.Now().Add(window); time.Now().Before(end); {
+		timeout := min(time.Until(end), time.Second).Milliseconds()
+		resp, err := e.human.FullSyncRequest(e.ctx, mautrix.ReqSync{Since: since, Timeout: int(max(timeout, 1))})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		since = resp.NextBatch
+		jr := resp.Rooms.Join[room]
+		if jr == nil {
+			continue
+		}
+		for _, evt := range jr.Timeline.Events {
+			if string(evt.Sender) == e.bot.UserID {
+				seen = append(seen, evt.Type.Type+" "+string(evt.ID))
+			}
+		}
+		for _, evt := range jr.Ephemeral.Events {
+			if evt.Type != event.EphemeralEventTyping {
+				continue
+			}
+			_ = evt.Content.ParseRaw(evt.Type)
+			for _, u := range evt.Content.AsTyping().UserIDs {
+				if string(u) == e.bot.UserID {
+					seen = append(seen, "typing")
+				}
+			}
+		}
+	}
+	return seen
 }
 
 // awaitLogLine waits until a line of Lisa's log contains s.
@@ -202,7 +281,7 @@ func TestRedactions(t *testing.T) {
 		t.Errorf("replies = %v; want busy and sentinel once, the withdrawn question never", got)
 	}
 	for _, r := range e.llm.Requests() {
-		if strings.Contains(invocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
+		if strings.Contains(demo.InvocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
 			t.Error("the withdrawn question reached the model")
 		}
 		if strings.Contains(r.LastUser(), "WITHDRAWN-QUESTION") {

@@ -13,6 +13,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/testkit/llmfake"
 	"github.com/lisabot/lisa/testkit/searxfake"
 )
@@ -98,8 +99,11 @@ func TestResearchEndToEnd(t *testing.T) {
 		pageStatus int
 		injection  bool
 		guardOn    bool
+		converter  string // web.converter; "" for need.Converter's choice
 	}{
 		{name: "search fetch convert cite"},
+		// The built-in converter runs here even where pandoc is installed.
+		{name: "search fetch convert cite, built-in converter", converter: config.ConverterBuiltin},
 		// Default configuration: the page on 127.0.0.1 is a private
 		// address, so the guard refuses it and the server sees nothing.
 		{name: "guard on blocks the local page", guardOn: true},
@@ -130,8 +134,15 @@ func TestResearchEndToEnd(t *testing.T) {
 				searxfake.Result{URL: pageURL, Title: "Research Topic", Content: "all about the topic"})))
 			e.researchConfig(searx.URL(), !c.guardOn)
 			e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(researchScript(pageURL, c.injection))))
-			p := e.start()
+			var env []string
+			if c.converter != "" {
+				env = append(env, config.EnvOverrideName("web.converter")+"="+c.converter)
+			}
+			p := e.start(env...)
 			e.awaitLog(p, "sync baseline recorded")
+			if c.converter == config.ConverterBuiltin && !strings.Contains(p.text(), "built-in (html-to-markdown") {
+				t.Fatalf("Lisa does not say she uses the built-in converter:\n%s", p.text())
+			}
 			ev := e.mention(room, "research the topic for me please")
 			e.awaitReply(room, ev)
 			sentinel := e.settle(room)

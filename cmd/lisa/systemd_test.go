@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // unitPath is the systemd unit shipped in deploy/.
@@ -73,12 +75,10 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("docs/operations.md does not show deploy/lisa.service as it is")
 	}
 
+	need.Systemd(t)
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		if os.Getenv("LISA_REQUIRE_SYSTEMD") == "1" {
-			t.Fatal("systemd-analyze is not installed, and LISA_REQUIRE_SYSTEMD=1 requires it (Debian package systemd)")
-		}
-		t.Skip("systemd-analyze verify not run: needs systemd-analyze (Debian package systemd)")
+		t.Fatal(err)
 	}
 	// verify checks that ExecStart is executable: point it at this test
 	// binary.

@@ -71,6 +71,48 @@ func ensureBinaryFor(ctx context.Context, log *slog.Logger, progress func(string
 	return ensureBinaryReporting(ctx, log, root, progress)
 }
 
+// Built returns the path of a dendrite executable that needs no build: the
+// one [BinaryEnv] names, or the one cached by an earlier build. It returns
+// "" and no error when [EnsureBinary] would have to build one, and an
+// error when [BinaryEnv] names no executable.
+func Built() (string, error) {
+	if p := os.Getenv(BinaryEnv); p != "" {
+		bin, err := resolveBinary(p)
+		if err != nil {
+			return "", fmt.Errorf("dendrite: %s: %w", BinaryEnv, err)
+		}
+		return bin, nil
+	}
+	root, err := cacheRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "dendrite-"+Version, "dendrite")
+	if isExecutable(bin) != nil {
+		return "", nil
+	}
+	return bin, nil
+}
+
+// CacheDir returns the directory a build of Dendrite writes to: Lisa's
+// cache directory ([CacheDirEnv], else [os.UserCacheDir]/lisa).
+func CacheDir() (string, error) { return cacheRoot() }
+
+// GoDirective returns the Go version the build needs: the go directive of
+// the embedded build module, such as "1.26".
+func GoDirective() (string, error) {
+	data, err := buildModule.ReadFile("dendrite.gomod")
+	if err != nil {
+		return "", fmt.Errorf("dendrite: embedded build module: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("dendrite: the embedded build module has no go directive")
+}
+
 // cacheRoot returns Lisa's cache directory.
 func cacheRoot() (string, error) {
 	if d := os.Getenv(CacheDirEnv); d != "" {

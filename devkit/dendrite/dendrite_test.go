@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -341,6 +342,39 @@ func TestBinaryEnv(t *testing.T) {
 	t.Setenv(BinaryEnv, notExec)
 	if _, err := EnsureBinary(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "not executable") {
 		t.Errorf("EnsureBinary with a non-executable file: %v", err)
+	}
+}
+
+// TestBuilt checks what Built reports without building: the binary
+// LISA_DENDRITE_BIN names (or why it is none), the cached binary, or ""
+// when a build is needed; and that the build module names its Go.
+func TestBuilt(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv(CacheDirEnv, cache)
+	t.Setenv(BinaryEnv, "")
+	if bin, err := Built(); bin != "" || err != nil {
+		t.Errorf("Built with an empty cache = %q, %v; want \"\", nil", bin, err)
+	}
+	if dir, err := CacheDir(); dir != cache || err != nil {
+		t.Errorf("CacheDir = %q, %v; want %q", dir, err, cache)
+	}
+	cached := filepath.Join(cache, "dendrite-"+Version, "dendrite")
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cached, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if bin, err := Built(); bin != cached || err != nil {
+		t.Errorf("Built with a cached binary = %q, %v; want %q", bin, err, cached)
+	}
+	missing := filepath.Join(t.TempDir(), "nope")
+	t.Setenv(BinaryEnv, missing)
+	if bin, err := Built(); bin != "" || err == nil || !strings.Contains(err.Error(), BinaryEnv) {
+		t.Errorf("Built with %s=%s = %q, %v; want an error naming the variable", BinaryEnv, missing, bin, err)
+	}
+	if v, err := GoDirective(); err != nil || !regexp.MustCompile(`^1\.\d+(\.\d+)?$`).MatchString(v) {
+		t.Errorf("GoDirective = %q, %v", v, err)
 	}
 }
 

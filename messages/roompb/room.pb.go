@@ -49,21 +49,23 @@ type Candidate struct {
 	// (m.relates_to.rel_type = m.thread): the reply goes into that thread and
 	// the context is the thread.
 	ThreadRootEventId string `protobuf:"bytes,11,opt,name=thread_root_event_id,json=threadRootEventId,proto3" json:"thread_root_event_id,omitempty"`
-	// Inbox form of an edit (m.replace): event_id is the edit event's ID and
-	// this is the original message it edits. The room turns it into a text
-	// update of a queued invocation (InvocationEdited), a new invocation
-	// keyed to the original (edit_event_id set), or nothing.
+	// Inbox form of an edit (m.replace) of a message that invoked Lisa:
+	// event_id is the edit event's ID and this is the original message it
+	// edits. The room turns it into a text update of a queued invocation
+	// (InvocationEdited) or nothing: an edit is never an invocation.
 	ReplacesEventId string `protobuf:"bytes,12,opt,name=replaces_event_id,json=replacesEventId,proto3" json:"replaces_event_id,omitempty"`
 	// Inbox form of a redaction: event_id is the redaction event's ID and
 	// this is the event it removes (trigger "redaction").
 	RedactsEventId string `protobuf:"bytes,13,opt,name=redacts_event_id,json=redactsEventId,proto3" json:"redacts_event_id,omitempty"`
-	// Queued form of an invocation made or updated by an edit: event_id is
-	// the original message, this is the edit whose text is used. Its inbox
-	// entry is keyed by this ID.
+	// Queued form of an invocation whose text an edit replaced
+	// (InvocationEdited): event_id is the original message, this is the
+	// edit whose text is used. (Journals of older versions also hold
+	// invocations an edit started, keyed to the original message.)
 	EditEventId string `protobuf:"bytes,14,opt,name=edit_event_id,json=editEventId,proto3" json:"edit_event_id,omitempty"`
 	// True for an edit whose original message was itself routed to the room
-	// as a candidate: such an edit can only update a queued invocation's
-	// text, never start one.
+	// as a candidate. The sync routes no other edit, so every edit it
+	// routes now sets it; older versions routed edits without it as new
+	// invocations, which the room ignores.
 	OriginalRouted bool `protobuf:"varint,15,opt,name=original_routed,json=originalRouted,proto3" json:"original_routed,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -950,7 +952,16 @@ type InvocationRedacted struct {
 	// Lisa's reply to redact, when it was already sent.
 	ReplyEventId string `protobuf:"bytes,3,opt,name=reply_event_id,json=replyEventId,proto3" json:"reply_event_id,omitempty"`
 	// The room: the redaction's inbox entry is taken in the same write.
-	RoomId        string `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	RoomId string `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	// The invocation is kept, marked redacted, rather than dropped: a
+	// restarted room is looking up whether its reply went out before the
+	// restart. It is never sent; a reply the lookup finds is redacted, and
+	// the invocation is dropped (InvocationDropped) when the lookup misses.
+	ReplyMayExist bool `protobuf:"varint,5,opt,name=reply_may_exist,json=replyMayExist,proto3" json:"reply_may_exist,omitempty"`
+	// The question was answered too long ago for the room to remember the
+	// reply (room.RecentLimit): the reply is looked up on the homeserver
+	// (a PendingLookup of kind "reply") and redacted if found.
+	FindReply     bool `protobuf:"varint,6,opt,name=find_reply,json=findReply,proto3" json:"find_reply,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1013,6 +1024,241 @@ func (x *InvocationRedacted) GetRoomId() string {
 	return ""
 }
 
+func (x *InvocationRedacted) GetReplyMayExist() bool {
+	if x != nil {
+		return x.ReplyMayExist
+	}
+	return false
+}
+
+func (x *InvocationRedacted) GetFindReply() bool {
+	if x != nil {
+		return x.FindReply
+	}
+	return false
+}
+
+// InvocationDropped: a redacted invocation ends without a reply of its
+// own: its reply was never sent, or a lookup found none.
+type InvocationDropped struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvocationDropped) Reset() {
+	*x = InvocationDropped{}
+	mi := &file_room_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvocationDropped) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvocationDropped) ProtoMessage() {}
+
+func (x *InvocationDropped) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvocationDropped.ProtoReflect.Descriptor instead.
+func (*InvocationDropped) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *InvocationDropped) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+// ReactionRequested: the wait reaction is about to be put on the invoking
+// message. Written before the request, so that a reaction the homeserver
+// stored while Lisa did not learn of it (a lost response, a kill) is
+// looked up and redacted when the invocation ends. A requested reaction
+// is never requested again.
+type ReactionRequested struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReactionRequested) Reset() {
+	*x = ReactionRequested{}
+	mi := &file_room_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReactionRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReactionRequested) ProtoMessage() {}
+
+func (x *ReactionRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReactionRequested.ProtoReflect.Descriptor instead.
+func (*ReactionRequested) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReactionRequested) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+// PendingLookup is one of Lisa's events to find on the homeserver and
+// redact: kind "reply" (the reply to the question event_id, answered too
+// long ago to be remembered) or "reaction" (the wait reaction on the
+// question event_id, requested but never confirmed).
+type PendingLookup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingLookup) Reset() {
+	*x = PendingLookup{}
+	mi := &file_room_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingLookup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingLookup) ProtoMessage() {}
+
+func (x *PendingLookup) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingLookup.ProtoReflect.Descriptor instead.
+func (*PendingLookup) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PendingLookup) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *PendingLookup) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// LookupDone: a PendingLookup ended. found_event_ids are Lisa's events it
+// found (to redact); code is set when it was given up (a permanent error).
+type LookupDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	FoundEventIds []string               `protobuf:"bytes,3,rep,name=found_event_ids,json=foundEventIds,proto3" json:"found_event_ids,omitempty"`
+	Code          string                 `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupDone) Reset() {
+	*x = LookupDone{}
+	mi := &file_room_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupDone) ProtoMessage() {}
+
+func (x *LookupDone) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupDone.ProtoReflect.Descriptor instead.
+func (*LookupDone) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LookupDone) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *LookupDone) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LookupDone) GetFoundEventIds() []string {
+	if x != nil {
+		return x.FoundEventIds
+	}
+	return nil
+}
+
+func (x *LookupDone) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // ReactionSent: the wait reaction (runtime.wait_reaction) was put on the
 // invoking message; it is removed when the invocation ends.
 type ReactionSent struct {
@@ -1025,7 +1271,7 @@ type ReactionSent struct {
 
 func (x *ReactionSent) Reset() {
 	*x = ReactionSent{}
-	mi := &file_room_proto_msgTypes[13]
+	mi := &file_room_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1283,7 @@ func (x *ReactionSent) String() string {
 func (*ReactionSent) ProtoMessage() {}
 
 func (x *ReactionSent) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[13]
+	mi := &file_room_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1296,7 @@ func (x *ReactionSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReactionSent.ProtoReflect.Descriptor instead.
 func (*ReactionSent) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{13}
+	return file_room_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReactionSent) GetEventId() string {
@@ -1079,7 +1325,7 @@ type Redacted struct {
 
 func (x *Redacted) Reset() {
 	*x = Redacted{}
-	mi := &file_room_proto_msgTypes[14]
+	mi := &file_room_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1337,7 @@ func (x *Redacted) String() string {
 func (*Redacted) ProtoMessage() {}
 
 func (x *Redacted) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[14]
+	mi := &file_room_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1350,7 @@ func (x *Redacted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redacted.ProtoReflect.Descriptor instead.
 func (*Redacted) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{14}
+	return file_room_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Redacted) GetEventId() string {
@@ -1142,16 +1388,19 @@ type Invocation struct {
 	Notice bool `protobuf:"varint,12,opt,name=notice,proto3" json:"notice,omitempty"`
 	// The wait reaction on the invoking message (ReactionSent).
 	ReactionEventId string `protobuf:"bytes,13,opt,name=reaction_event_id,json=reactionEventId,proto3" json:"reaction_event_id,omitempty"`
-	// The invoking message was redacted while the reply was in flight: the
-	// reply is redacted once sent.
-	Redacted      bool `protobuf:"varint,14,opt,name=redacted,proto3" json:"redacted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The invoking message was redacted while the reply was in flight (or
+	// may have been sent before a restart): the reply is never sent again,
+	// and redacted once it is known.
+	Redacted bool `protobuf:"varint,14,opt,name=redacted,proto3" json:"redacted,omitempty"`
+	// The wait reaction was requested (ReactionRequested).
+	ReactionRequested bool `protobuf:"varint,15,opt,name=reaction_requested,json=reactionRequested,proto3" json:"reaction_requested,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_room_proto_msgTypes[15]
+	mi := &file_room_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1412,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[15]
+	mi := &file_room_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1425,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{15}
+	return file_room_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Invocation) GetCandidate() *Candidate {
@@ -1277,6 +1526,13 @@ func (x *Invocation) GetRedacted() bool {
 	return false
 }
 
+func (x *Invocation) GetReactionRequested() bool {
+	if x != nil {
+		return x.ReactionRequested
+	}
+	return false
+}
+
 // RoomSnapshot is the room state before the journal event at
 // next_event_index.
 type RoomSnapshot struct {
@@ -1301,13 +1557,16 @@ type RoomSnapshot struct {
 	PendingRedactions []string `protobuf:"bytes,12,rep,name=pending_redactions,json=pendingRedactions,proto3" json:"pending_redactions,omitempty"`
 	Redacted          uint64   `protobuf:"varint,13,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	Edited            uint64   `protobuf:"varint,14,opt,name=edited,proto3" json:"edited,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Lisa's events still to find on the homeserver and redact, oldest
+	// first (bounded: room.LookupLimit).
+	Lookups       []*PendingLookup `protobuf:"bytes,15,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomSnapshot) Reset() {
 	*x = RoomSnapshot{}
-	mi := &file_room_proto_msgTypes[16]
+	mi := &file_room_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1578,7 @@ func (x *RoomSnapshot) String() string {
 func (*RoomSnapshot) ProtoMessage() {}
 
 func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[16]
+	mi := &file_room_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1591,7 @@ func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSnapshot.ProtoReflect.Descriptor instead.
 func (*RoomSnapshot) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{16}
+	return file_room_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RoomSnapshot) GetNextEventIndex() uint64 {
@@ -1433,6 +1692,13 @@ func (x *RoomSnapshot) GetEdited() uint64 {
 	return 0
 }
 
+func (x *RoomSnapshot) GetLookups() []*PendingLookup {
+	if x != nil {
+		return x.Lookups
+	}
+	return nil
+}
+
 var File_room_proto protoreflect.FileDescriptor
 
 const file_room_proto_rawDesc = "" +
@@ -1517,18 +1783,34 @@ const file_room_proto_rawDesc = "" +
 	"\redit_event_id\x18\x02 \x01(\tR\veditEventId\x12\x12\n" +
 	"\x04body\x18\x03 \x01(\tR\x04body\x12%\n" +
 	"\x0eformatted_body\x18\x04 \x01(\tR\rformattedBody\x12\x17\n" +
-	"\aroom_id\x18\x05 \x01(\tR\x06roomId\"\x9c\x01\n" +
+	"\aroom_id\x18\x05 \x01(\tR\x06roomId\"\xe3\x01\n" +
 	"\x12InvocationRedacted\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12,\n" +
 	"\x12redaction_event_id\x18\x02 \x01(\tR\x10redactionEventId\x12$\n" +
 	"\x0ereply_event_id\x18\x03 \x01(\tR\freplyEventId\x12\x17\n" +
-	"\aroom_id\x18\x04 \x01(\tR\x06roomId\"U\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12&\n" +
+	"\x0freply_may_exist\x18\x05 \x01(\bR\rreplyMayExist\x12\x1d\n" +
+	"\n" +
+	"find_reply\x18\x06 \x01(\bR\tfindReply\".\n" +
+	"\x11InvocationDropped\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\".\n" +
+	"\x11ReactionRequested\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\">\n" +
+	"\rPendingLookup\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\"w\n" +
+	"\n" +
+	"LookupDone\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12&\n" +
+	"\x0ffound_event_ids\x18\x03 \x03(\tR\rfoundEventIds\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\"U\n" +
 	"\fReactionSent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12*\n" +
 	"\x11reaction_event_id\x18\x02 \x01(\tR\x0freactionEventId\"9\n" +
 	"\bRedacted\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xd3\x03\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\x82\x04\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -1546,7 +1828,8 @@ const file_room_proto_rawDesc = "" +
 	"\rheld_until_ms\x18\v \x01(\x03R\vheldUntilMs\x12\x16\n" +
 	"\x06notice\x18\f \x01(\bR\x06notice\x12*\n" +
 	"\x11reaction_event_id\x18\r \x01(\tR\x0freactionEventId\x12\x1a\n" +
-	"\bredacted\x18\x0e \x01(\bR\bredacted\"\xf2\x03\n" +
+	"\bredacted\x18\x0e \x01(\bR\bredacted\x12-\n" +
+	"\x12reaction_requested\x18\x0f \x01(\bR\x11reactionRequested\"\xa9\x04\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
@@ -1565,7 +1848,8 @@ const file_room_proto_rawDesc = "" +
 	"\x0erecent_replies\x18\v \x03(\tR\rrecentReplies\x12-\n" +
 	"\x12pending_redactions\x18\f \x03(\tR\x11pendingRedactions\x12\x1a\n" +
 	"\bredacted\x18\r \x01(\x04R\bredacted\x12\x16\n" +
-	"\x06edited\x18\x0e \x01(\x04R\x06editedB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
+	"\x06edited\x18\x0e \x01(\x04R\x06edited\x125\n" +
+	"\alookups\x18\x0f \x03(\v2\x1b.lisa.room.v1.PendingLookupR\alookupsB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
 
 var (
 	file_room_proto_rawDescOnce sync.Once
@@ -1579,7 +1863,7 @@ func file_room_proto_rawDescGZIP() []byte {
 	return file_room_proto_rawDescData
 }
 
-var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_room_proto_goTypes = []any{
 	(*Candidate)(nil),           // 0: lisa.room.v1.Candidate
 	(*SyncCursor)(nil),          // 1: lisa.room.v1.SyncCursor
@@ -1594,23 +1878,28 @@ var file_room_proto_goTypes = []any{
 	(*ReplyAbandoned)(nil),      // 10: lisa.room.v1.ReplyAbandoned
 	(*InvocationEdited)(nil),    // 11: lisa.room.v1.InvocationEdited
 	(*InvocationRedacted)(nil),  // 12: lisa.room.v1.InvocationRedacted
-	(*ReactionSent)(nil),        // 13: lisa.room.v1.ReactionSent
-	(*Redacted)(nil),            // 14: lisa.room.v1.Redacted
-	(*Invocation)(nil),          // 15: lisa.room.v1.Invocation
-	(*RoomSnapshot)(nil),        // 16: lisa.room.v1.RoomSnapshot
-	nil,                         // 17: lisa.room.v1.SyncCursor.LastEventIdsEntry
+	(*InvocationDropped)(nil),   // 13: lisa.room.v1.InvocationDropped
+	(*ReactionRequested)(nil),   // 14: lisa.room.v1.ReactionRequested
+	(*PendingLookup)(nil),       // 15: lisa.room.v1.PendingLookup
+	(*LookupDone)(nil),          // 16: lisa.room.v1.LookupDone
+	(*ReactionSent)(nil),        // 17: lisa.room.v1.ReactionSent
+	(*Redacted)(nil),            // 18: lisa.room.v1.Redacted
+	(*Invocation)(nil),          // 19: lisa.room.v1.Invocation
+	(*RoomSnapshot)(nil),        // 20: lisa.room.v1.RoomSnapshot
+	nil,                         // 21: lisa.room.v1.SyncCursor.LastEventIdsEntry
 }
 var file_room_proto_depIdxs = []int32{
-	17, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
+	21, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
 	0,  // 1: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 2: lisa.room.v1.InvocationRefused.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 3: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
-	15, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
-	5,  // [5:5] is the sub-list for method output_type
-	5,  // [5:5] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	19, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
+	15, // 5: lisa.room.v1.RoomSnapshot.lookups:type_name -> lisa.room.v1.PendingLookup
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_room_proto_init() }
@@ -1624,7 +1913,7 @@ func file_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_room_proto_rawDesc), len(file_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

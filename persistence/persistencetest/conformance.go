@@ -41,7 +41,6 @@ func Run(t *testing.T, f Factory) {
 		{"InboxRemoveKeepsMarker", inboxRemoveKeepsMarker},
 		{"QueuedEventTakesInboxEntry", queuedEventTakesInboxEntry},
 		{"RelationsTakeInboxEntries", relationsTakeInboxEntries},
-		{"EditRoutesItsOriginal", editRoutesItsOriginal},
 		{"CommitSyncAtomic", commitSyncAtomic},
 		{"CommitSyncDoesNotAlias", commitSyncDoesNotAlias},
 		{"BotEvents", botEvents},
@@ -362,25 +361,20 @@ func queuedEventTakesInboxEntry(t *testing.T, s persistence.Store) {
 	}
 }
 
-// relationsTakeInboxEntries: an invocation an edit started takes the
-// edit's entry (it is keyed to the original message); an applied edit or
-// redaction takes its own.
+// relationsTakeInboxEntries: a queued invocation takes its own entry; an
+// applied edit or redaction takes its own.
 func relationsTakeInboxEntries(t *testing.T, s persistence.Store) {
 	edit := cand("!a:hs", "$edit")
-	edit.ReplacesEventId = "$orig"
-	edit2 := cand("!a:hs", "$edit2")
-	edit2.ReplacesEventId, edit2.OriginalRouted = "$orig", true
+	edit.ReplacesEventId, edit.OriginalRouted = "$orig", true
 	red := cand("!a:hs", "$red")
 	red.RedactsEventId = "$orig"
-	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s1"}, []*roompb.Candidate{edit, edit2, red}); err != nil {
+	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s1"}, []*roompb.Candidate{cand("!a:hs", "$orig"), edit, red}); err != nil {
 		t.Fatal(err)
 	}
 	name := "app/rooms/!a:hs"
-	queued := cand("!a:hs", "$orig")
-	queued.EditEventId = "$edit"
 	steps := []proto.Message{
-		&roompb.InvocationQueued{Candidate: queued},
-		&roompb.InvocationEdited{EventId: "$orig", EditEventId: "$edit2", RoomId: "!a:hs"},
+		&roompb.InvocationQueued{Candidate: cand("!a:hs", "$orig")},
+		&roompb.InvocationEdited{EventId: "$orig", EditEventId: "$edit", RoomId: "!a:hs"},
 		&roompb.InvocationRedacted{EventId: "$orig", RedactionEventId: "$red", RoomId: "!a:hs"},
 	}
 	for i, ev := range steps {
@@ -390,28 +384,6 @@ func relationsTakeInboxEntries(t *testing.T, s persistence.Store) {
 		if a, _ := s.Inbox("!a:hs"); len(a) != len(steps)-1-i {
 			t.Fatalf("after %T the inbox holds %d entries, want %d", ev, len(a), len(steps)-1-i)
 		}
-	}
-}
-
-// editRoutesItsOriginal: routing an edit that invokes Lisa for the first
-// time routes the message it edits too, so later edits of it are seen as
-// edits of a message that invoked her; other candidates route only
-// themselves.
-func editRoutesItsOriginal(t *testing.T, s persistence.Store) {
-	edit := cand("!a:hs", "$edit")
-	edit.ReplacesEventId = "$orig"
-	update := cand("!a:hs", "$edit2")
-	update.ReplacesEventId, update.OriginalRouted = "$orig2", true
-	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s1"}, []*roompb.Candidate{edit, update, cand("!a:hs", "$plain")}); err != nil {
-		t.Fatal(err)
-	}
-	for id, want := range map[string]bool{"$edit": true, "$orig": true, "$edit2": true, "$orig2": false, "$plain": true, "$other": false} {
-		if got, err := s.Routed("!a:hs", id); err != nil || got != want {
-			t.Errorf("Routed(%s) = %v, %v; want %v", id, got, err, want)
-		}
-	}
-	if got, _ := s.Routed("!b:hs", "$orig"); got {
-		t.Error("routing is per room")
 	}
 }
 

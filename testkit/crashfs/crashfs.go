@@ -14,6 +14,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/lisabot/lisa/testkit/need"
 )
 
 // RequireEnv names the variable that turns a missing FUSE into a test
@@ -24,14 +26,14 @@ const RequireEnv = "LISA_REQUIRE_FUSE"
 // /dev/fuse, or not root), unless RequireEnv is 1, which fails it.
 func Require(t testing.TB) {
 	t.Helper()
-	err := usable()
-	if err == nil {
-		return
-	}
-	if os.Getenv(RequireEnv) == "1" {
-		t.Fatalf("crashfs: %v (%s=1 requires FUSE: run as root with /dev/fuse, e.g. in CI's VM)", err, RequireEnv)
-	}
-	t.Skipf("crashfs: %v; needs root and /dev/fuse (Debian package fuse3 is not needed: go-fuse mounts directly)", err)
+	fuse := need.Tool{Name: "FUSE", RequireEnv: RequireEnv, Fix: "run as root with /dev/fuse (go-fuse mounts directly; no package needed)",
+		Check: func() string {
+			if err := usable(); err != nil {
+				return err.Error()
+			}
+			return ""
+		}}
+	fuse.Need(t)
 }
 
 func usable() error {

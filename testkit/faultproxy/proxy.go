@@ -25,10 +25,12 @@ type Fault struct {
 
 // Rule applies its faults, one per matching request, in order.
 type Rule struct {
-	// Method and PathContains select requests.
-	Method       string
-	PathContains string
-	Faults       []Fault
+	// Method and PathContains select requests; QueryContains, when set,
+	// must occur in the decoded query string too.
+	Method        string
+	PathContains  string
+	QueryContains string
+	Faults        []Fault
 }
 
 // Record is one request that matched a rule.
@@ -108,6 +110,13 @@ func (p *Proxy) Add(r Rule) {
 	p.rules = append(p.rules, &r)
 }
 
+// Clear drops every rule and the faults they had left.
+func (p *Proxy) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = nil
+}
+
 // Log returns the requests that received a fault, in order.
 func (p *Proxy) Log() []Record {
 	p.mu.Lock()
@@ -128,6 +137,12 @@ func (p *Proxy) take(r *http.Request) (Fault, bool) {
 	for _, rule := range p.rules {
 		if len(rule.Faults) == 0 || (rule.Method != "" && rule.Method != r.Method) || !strings.Contains(r.URL.Path, rule.PathContains) {
 			continue
+		}
+		if rule.QueryContains != "" {
+			q, err := url.QueryUnescape(r.URL.RawQuery)
+			if err != nil || !strings.Contains(q, rule.QueryContains) {
+				continue
+			}
 		}
 		f := rule.Faults[0]
 		rule.Faults = rule.Faults[1:]

@@ -19,6 +19,37 @@ const (
 	raceSlowdown = 10
 )
 
+// Per-page bounds on the built-in HTML-to-Markdown converter (issue #33),
+// which runs inside Lisa: one conversion may cost at most a base amount
+// plus an amount per MiB of HTML. (Pandoc runs as a child process with its
+// own heap limit; its bound is its timeout.)
+const (
+	// ConvertBaseCPU and ConvertCPUPerMiB bound one conversion's CPU time
+	// (scaled under the race detector; see ConvertCPUBound).
+	ConvertBaseCPU   = 100 * time.Millisecond
+	ConvertCPUPerMiB = time.Second
+	// ConvertBaseAlloc and ConvertAllocPerMiB bound the bytes one
+	// conversion allocates on the heap.
+	ConvertBaseAlloc   = 32 << 20
+	ConvertAllocPerMiB = 192 << 20
+)
+
+// ConvertCPUBound is the CPU time a conversion of n bytes of HTML may
+// cost, scaled when the race detector is on.
+func ConvertCPUBound(n int) time.Duration {
+	d := ConvertBaseCPU + time.Duration(float64(ConvertCPUPerMiB)*float64(n)/(1<<20))
+	if RaceEnabled {
+		return d * raceSlowdown
+	}
+	return d
+}
+
+// ConvertAllocBound is the heap a conversion of n bytes of HTML may
+// allocate.
+func ConvertAllocBound(n int) uint64 {
+	return ConvertBaseAlloc + uint64(float64(ConvertAllocPerMiB)*float64(n)/(1<<20))
+}
+
 // CPUBound is MaxCPU, scaled when the race detector is on.
 func CPUBound() time.Duration {
 	if RaceEnabled {
@@ -32,6 +63,9 @@ type Cost struct {
 	// CPU is the process's user plus system time during the call. Run
 	// measured calls one at a time: other goroutines count too.
 	CPU time.Duration
+	// ChildCPU is the CPU time of the child processes that ended and were
+	// waited for during the call (pandoc's).
+	ChildCPU time.Duration
 	// Alloc is the bytes allocated on the heap during the call.
 	Alloc uint64
 }
@@ -42,16 +76,16 @@ func Measure(f func()) Cost {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpu0 := cpuTime()
+	cpu0, child0 := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
 	f()
-	cpu1 := cpuTime()
+	cpu1, child1 := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
 	runtime.ReadMemStats(&after)
-	return Cost{CPU: cpu1 - cpu0, Alloc: after.TotalAlloc - before.TotalAlloc}
+	return Cost{CPU: cpu1 - cpu0, ChildCPU: child1 - child0, Alloc: after.TotalAlloc - before.TotalAlloc}
 }
 
-func cpuTime() time.Duration {
+func cpuTime(who int) time.Duration {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	if err := syscall.Getrusage(who, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

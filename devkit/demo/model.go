@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"encoding/json"
@@ -22,9 +22,9 @@ import (
 //
 // Nothing is canned except the phrasing around what it found.
 
-// invocationText pulls the invoking message out of the context block Lisa
+// InvocationText pulls the invoking message out of the context block Lisa
 // sends to the model.
-func invocationText(block string) string {
+func InvocationText(block string) string {
 	for _, m := range parseContext(block) {
 		if m.invocation {
 			return m.text
@@ -113,8 +113,8 @@ func answerMove(markdown string, sources ...string) demoMove {
 	return demoMove{answer: markdown, sources: sources}
 }
 
-// demoModel is the scripted model's behaviour for llmscript.
-func demoModel(r llmscript.Request) llmscript.Step {
+// scriptedModel is the demo's scripted model for llmscript.
+func scriptedModel(r llmscript.Request) llmscript.Step {
 	m := decide(r)
 	if m.tool != "" {
 		return llmscript.ToolCalls(llmscript.Call(m.tool, m.args))

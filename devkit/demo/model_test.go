@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"reflect"
@@ -20,8 +20,8 @@ and then?
 </message>`, "and then?"},
 	}
 	for _, c := range cases {
-		if got := invocationText(c.in); got != c.want {
-			t.Errorf("invocationText = %q, want %q", got, c.want)
+		if got := InvocationText(c.in); got != c.want {
+			t.Errorf("InvocationText = %q, want %q", got, c.want)
 		}
 	}
 }
