@@ -719,6 +719,11 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.LookupDone:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "kind", e.GetKind(), "found", len(e.GetFoundEventIds()), "code", e.GetCode())
+		if e.GetCode() != "" {
+			// Whatever it was to find stays unredacted: never silent.
+			r.cfg.Logger.Warn("lookup of an event of Lisa's to redact given up", attrs...)
+			return
+		}
 	case *roompb.InvocationDuplicate:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.InvocationRefused:

@@ -129,8 +129,10 @@ type Machine struct {
 	redacting      bool
 	redactFailures int
 	// finding is the lookup in flight or waiting to be tried again (zero:
-	// none); findFailures counts its failures.
+	// none); findFailures counts the transient failures in a row of
+	// failing, the lookup that failed last.
 	finding      Lookup
+	failing      Lookup
 	findFailures int
 }
 
@@ -143,7 +145,7 @@ func (m *Machine) Restore(s State) {
 	m.State = s
 	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
 	m.redacting, m.redactFailures = false, 0
-	m.finding, m.findFailures = Lookup{}, 0
+	m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
 }
 
 // Phase names the head's volatile progress, for the debug shell.

@@ -147,6 +147,11 @@ func (m *Machine) pumpLookups(out *Output) {
 		return
 	}
 	l := m.Lookups[0]
+	if l != m.failing {
+		// Another lookup than the one that failed last (that one was
+		// settled meanwhile): its failures start from zero.
+		m.failing, m.findFailures = Lookup{}, 0
+	}
 	m.finding = l
 	eff := FindToRedact{EventID: l.EventID, Kind: l.Kind}
 	switch l.Kind {
@@ -158,8 +163,17 @@ func (m *Machine) pumpLookups(out *Output) {
 	out.effect(eff)
 }
 
+// LookupAttempts bounds how often a lookup of Lisa's events to redact is
+// tried while it fails transiently (a timeout, a homeserver error): after
+// that many failures in a row it is given up, journaled as LookupDone with
+// the last failure's code, so that the lookups behind it (they run one at
+// a time, oldest first) are not held up for ever. A failed lookup sends
+// nothing; what it would have found stays unredacted.
+const LookupAttempts = 5
+
 // findDone records what a lookup found (to be redacted), gives up one the
-// homeserver refuses for good, or tries again after a pause.
+// homeserver refuses for good or that failed LookupAttempts times in a
+// row, or tries again after a pause.
 func (m *Machine) findDone(in FindDone) Output {
 	var out Output
 	l := Lookup{EventID: in.EventID, Kind: in.Kind}
@@ -170,15 +184,22 @@ func (m *Machine) findDone(in FindDone) Output {
 		m.finding = Lookup{} // settled meanwhile (the reaction was confirmed)
 		return out
 	}
+	if in.Err != nil && !in.Err.Permanent {
+		m.failing = l
+		m.findFailures++
+	}
 	switch {
 	case in.Err == nil:
-		m.finding, m.findFailures = Lookup{}, 0
+		m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
 		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, FoundEventIds: in.Found})
-	case in.Err.Permanent:
-		m.finding, m.findFailures = Lookup{}, 0
-		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, Code: string(in.Err.Code)})
+	case in.Err.Permanent || m.findFailures >= LookupAttempts:
+		m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
+		code := in.Err.Code
+		if code == "" {
+			code = messages.CodeInternal // a code marks the lookup as given up
+		}
+		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, Code: string(code)})
 	default:
-		m.findFailures++
 		delay := backoff.Policy{Base: m.policy.SendRetryBase, Max: m.policy.SendRetryMax}.Delay(m.findFailures, in.RetryAfter)
 		out.effect(Schedule{After: delay, Input: FindDue{}})
 	}

@@ -1,0 +1,158 @@
+package room
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/messages/roompb"
+)
+
+// findEffects returns the FindToRedact effects of o.
+func findEffects(o Output) []FindToRedact {
+	var got []FindToRedact
+	for _, e := range o.Effects {
+		if f, ok := e.(FindToRedact); ok {
+			got = append(got, f)
+		}
+	}
+	return got
+}
+
+// step runs in through m as the actor does (Decide, apply, pump until
+// nothing is left) and returns everything it asked for.
+func step(t *testing.T, m *Machine, in Input) (events []string, effects Output) {
+	t.Helper()
+	now := time.UnixMilli(1_700_000_000_000)
+	out := m.Decide(in, now)
+	for {
+		for _, ev := range out.Events {
+			if err := m.Apply(ev); err != nil {
+				t.Fatalf("apply %s: %v", Describe(ev), err)
+			}
+			events = append(events, Describe(ev))
+		}
+		effects.Effects = append(effects.Effects, out.Effects...)
+		effects.Early = append(effects.Early, out.Early...)
+		if out = m.Pump(now); out.Empty() {
+			break
+		}
+	}
+	return events, effects
+}
+
+// TestLookupGivesUpAfterTransientFailures: a lookup that keeps failing
+// transiently is given up after LookupAttempts failures (journaled with
+// the failure's code) and the next lookup starts; a lookup that takes
+// over from one settled meanwhile gets its own LookupAttempts.
+func TestLookupGivesUpAfterTransientFailures(t *testing.T) {
+	m := NewMachine(relationsPolicy())
+	timeout := &messages.Error{Code: messages.CodeShutdown, Ambiguous: true}
+	_, out := step(t, m, inbox(redactionOf("$x1", "$old1"), redactionOf("$x2", "$old2")))
+	if f := findEffects(out); len(f) != 1 || f[0].EventID != "$old1" {
+		t.Fatalf("first lookup %v, want $old1", f)
+	}
+	for i := 1; i < LookupAttempts; i++ {
+		ev, out := step(t, m, FindDone{EventID: "$old1", Kind: LookupReply, Err: timeout})
+		if len(ev) != 0 || len(findEffects(out)) != 0 {
+			t.Fatalf("failure %d: events %v, effects %s; want a pause", i, ev, describeAll(out))
+		}
+		if _, out := step(t, m, FindDue{}); len(findEffects(out)) != 1 || findEffects(out)[0].EventID != "$old1" {
+			t.Fatalf("after failure %d: %s, want $old1 again", i, describeAll(out))
+		}
+	}
+	ev, out := step(t, m, FindDone{EventID: "$old1", Kind: LookupReply, Err: timeout})
+	if want := "LookupDone $old1 kind=reply found= code=shutdown"; len(ev) != 1 || ev[0] != want {
+		t.Fatalf("after %d failures: events %v, want [%s]", LookupAttempts, ev, want)
+	}
+	if f := findEffects(out); len(f) != 1 || f[0].EventID != "$old2" {
+		t.Fatalf("after giving up $old1: %s, want the lookup of $old2", describeAll(out))
+	}
+	if len(m.Lookups) != 1 || m.Lookups[0].EventID != "$old2" {
+		t.Fatalf("lookups %v", m.Lookups)
+	}
+	// $old2 fails too, but once only before a permanent answer: given
+	// up with that answer's code.
+	step(t, m, FindDone{EventID: "$old2", Kind: LookupReply, Err: timeout})
+	step(t, m, FindDue{})
+	if ev, _ := step(t, m, FindDone{EventID: "$old2", Kind: LookupReply, Err: &messages.Error{Code: messages.CodeMatrixForbidden, Permanent: true}}); len(ev) != 1 || ev[0] != "LookupDone $old2 kind=reply found= code=matrix_forbidden" {
+		t.Fatalf("permanent failure: events %v", ev)
+	}
+
+	// A reaction lookup fails, then is settled (its reaction confirmed):
+	// the lookup after it starts its count afresh.
+	m = NewMachine(relationsPolicy())
+	m.Lookups = []Lookup{{EventID: "$a", Kind: LookupReaction}, {EventID: "$q", Kind: LookupReply}}
+	step(t, m, Recovered{})
+	for range LookupAttempts - 1 {
+		step(t, m, FindDone{EventID: "$a", Kind: LookupReaction, Err: timeout})
+		step(t, m, FindDue{})
+	}
+	if ev, _ := step(t, m, ReactionDone{EventID: "$a", ReactionEventID: "$wa"}); fmt.Sprint(ev) != "[ReactionSent $a reaction=$wa]" {
+		t.Fatalf("confirmation: %v", ev)
+	}
+	step(t, m, FindDone{EventID: "$a", Kind: LookupReaction, Err: timeout}) // settled meanwhile
+	for i := 1; i < LookupAttempts; i++ {
+		if ev, _ := step(t, m, FindDone{EventID: "$q", Kind: LookupReply, Err: timeout}); len(ev) != 0 {
+			t.Fatalf("$q failure %d: %v; want a pause (failures of $a counted for $q)", i, ev)
+		}
+		step(t, m, FindDue{})
+	}
+	if ev, _ := step(t, m, FindDone{EventID: "$q", Kind: LookupReply, Err: timeout}); len(ev) != 1 {
+		t.Fatalf("$q after %d failures: %v", LookupAttempts, ev)
+	}
+}
+
+// TestLookupsGolden: the review findings on lookups of issue #31 —
+// given up after LookupAttempts transient failures, dropped beyond
+// LookupLimit, never made for an edit — each replayed from its journal at
+// the end.
+func TestLookupsGolden(t *testing.T) {
+	timeout := &messages.Error{Code: messages.CodeShutdown, Ambiguous: true}
+	scenarios := map[string]func(t *testing.T, d *driver){
+		"lookup_given_up_after_transient_failures": func(t *testing.T, d *driver) {
+			d.feed(t, inbox(redactionOf("$x1", "$old1"), redactionOf("$x2", "$old2")))
+			for range LookupAttempts - 1 {
+				d.feed(t, FindDone{EventID: "$old1", Kind: LookupReply, Err: timeout})
+				d.feed(t, FindDue{})
+			}
+			// The last failure gives $old1 up; $old2 is looked up.
+			d.feed(t, FindDone{EventID: "$old1", Kind: LookupReply, Err: timeout})
+			d.feed(t, FindDone{EventID: "$old2", Kind: LookupReply, Found: []string{"$r2"}})
+			d.feed(t, RedactDone{EventID: "$r2"})
+		},
+	}
+	for name, run := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			d := newDriverWith(relationsPolicy())
+			run(t, d)
+			d.checkGolden(t, name)
+		})
+	}
+}
+
+// TestGivenUpLookupIsLoggedAtWarn: a lookup journaled as given up is
+// logged at WARN with its kind, code and hashed event ID, never the ID
+// itself; one that ended is logged at INFO.
+func TestGivenUpLookupIsLoggedAtWarn(t *testing.T) {
+	var buf strings.Builder
+	r := &roomActor{cfg: &Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))}, room: testRoom}
+	r.logTransition(&roompb.LookupDone{EventId: "$old1", Kind: LookupReply, Code: "shutdown"})
+	line := buf.String()
+	for _, want := range []string{"level=WARN", "kind=reply", "code=shutdown", "event=" + messages.Hash("$old1")} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "$old1") {
+		t.Errorf("log line %q names the event", line)
+	}
+	buf.Reset()
+	r.logTransition(&roompb.LookupDone{EventId: "$old2", Kind: LookupReaction, FoundEventIds: []string{"$w"}})
+	if !strings.Contains(buf.String(), "level=INFO") {
+		t.Errorf("a lookup that ended: %q, want INFO", buf.String())
+	}
+}
