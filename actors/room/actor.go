@@ -81,7 +81,19 @@ type Observer interface {
 	// Phase reports how long a phase took: "queue" (queued to first
 	// attempt) or "send".
 	Phase(phase string, d time.Duration)
+	// Lookup reports an ended lookup of Lisa's events to redact: its kind
+	// (LookupReply, LookupReaction) and result — LookupFound,
+	// LookupNone, LookupGivenUp or LookupDropped.
+	Lookup(kind, result string)
 }
+
+// Results of a lookup of Lisa's events to redact (Observer.Lookup);
+// LookupDropped is the fourth.
+const (
+	LookupFound   = "found"
+	LookupNone    = "none"
+	LookupGivenUp = "given_up"
+)
 
 // Config wires a room actor.
 type Config struct {
@@ -681,6 +693,22 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 		r.cfg.Observer.Outcome(outcome)
 	case *roompb.ReplyAbandoned:
 		r.cfg.Observer.Outcome("abandoned")
+	case *roompb.LookupDone:
+		r.cfg.Observer.Lookup(e.GetKind(), lookupResult(e))
+	}
+}
+
+// lookupResult names how a lookup ended, for Observer.Lookup.
+func lookupResult(e *roompb.LookupDone) string {
+	switch {
+	case e.GetCode() == LookupDropped:
+		return LookupDropped
+	case e.GetCode() != "":
+		return LookupGivenUp
+	case len(e.GetFoundEventIds()) > 0:
+		return LookupFound
+	default:
+		return LookupNone
 	}
 }
 
@@ -719,8 +747,13 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.LookupDone:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "kind", e.GetKind(), "found", len(e.GetFoundEventIds()), "code", e.GetCode())
-		if e.GetCode() != "" {
+		switch e.GetCode() {
+		case "":
+		case LookupDropped:
 			// Whatever it was to find stays unredacted: never silent.
+			r.cfg.Logger.Warn("lookup of an event of Lisa's to redact dropped: the room owes too many", append(attrs, "bound", LookupLimit)...)
+			return
+		default:
 			r.cfg.Logger.Warn("lookup of an event of Lisa's to redact given up", attrs...)
 			return
 		}

@@ -124,6 +124,16 @@ func TestLookupsGolden(t *testing.T) {
 			d.feed(t, FindDone{EventID: "$old2", Kind: LookupReply, Found: []string{"$r2"}})
 			d.feed(t, RedactDone{EventID: "$r2"})
 		},
+		"lookups_beyond_bound_dropped": func(t *testing.T, d *driver) {
+			var batch []*roompb.Candidate
+			for i := range LookupLimit + 1 {
+				batch = append(batch, redactionOf(fmt.Sprintf("$x%d", i), fmt.Sprintf("$q%d", i)))
+			}
+			d.feed(t, inbox(batch...))                // $q0 dropped, $q1 looked up
+			d.feed(t, inbox(redactionOf("$y", "$p"))) // $q2 dropped, not $q1 in flight
+			d.crash(t)
+			d.feed(t, Recovered{}) // bounded already: nothing dropped
+		},
 	}
 	for name, run := range scenarios {
 		t.Run(name, func(t *testing.T) {
@@ -151,8 +161,40 @@ func TestGivenUpLookupIsLoggedAtWarn(t *testing.T) {
 		t.Errorf("log line %q names the event", line)
 	}
 	buf.Reset()
+	r.logTransition(&roompb.LookupDone{EventId: "$old3", Kind: LookupReaction, Code: LookupDropped})
+	line = buf.String()
+	for _, want := range []string{"level=WARN", "kind=reaction", "code=lookup_dropped", "bound=64", "event=" + messages.Hash("$old3")} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line %q lacks %q", line, want)
+		}
+	}
+	buf.Reset()
 	r.logTransition(&roompb.LookupDone{EventId: "$old2", Kind: LookupReaction, FoundEventIds: []string{"$w"}})
 	if !strings.Contains(buf.String(), "level=INFO") {
 		t.Errorf("a lookup that ended: %q, want INFO", buf.String())
+	}
+}
+
+type lookupCounter struct{ got []string }
+
+func (c *lookupCounter) Outcome(string)              {}
+func (c *lookupCounter) Phase(string, time.Duration) {}
+func (c *lookupCounter) Lookup(kind, result string)  { c.got = append(c.got, kind+":"+result) }
+
+// TestLookupResultsAreCounted: every ended lookup reaches the observer
+// (metrics) with its kind and result, drops and give-ups included.
+func TestLookupResultsAreCounted(t *testing.T) {
+	c := &lookupCounter{}
+	r := &roomActor{cfg: &Config{Observer: c}, room: testRoom, m: NewMachine(relationsPolicy())}
+	for _, ev := range []*roompb.LookupDone{
+		{EventId: "$a", Kind: LookupReply, FoundEventIds: []string{"$r"}},
+		{EventId: "$b", Kind: LookupReaction, FoundEventIds: []string{}},
+		{EventId: "$c", Kind: LookupReply, Code: "shutdown"},
+		{EventId: "$d", Kind: LookupReaction, Code: LookupDropped},
+	} {
+		r.observe(ev, time.UnixMilli(1_700_000_000_000))
+	}
+	if want := "[reply:found reaction:none reply:given_up reaction:lookup_dropped]"; fmt.Sprint(c.got) != want {
+		t.Fatalf("observed %v, want %s", c.got, want)
 	}
 }

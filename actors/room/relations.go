@@ -143,7 +143,7 @@ func (m *Machine) reactionDone(in ReactionDone) Output {
 // pumpLookups starts the oldest lookup of Lisa's events to redact, one at
 // a time, whatever the head is doing.
 func (m *Machine) pumpLookups(out *Output) {
-	if m.finding != (Lookup{}) || len(m.Lookups) == 0 {
+	if m.dropLookups(out) || m.finding != (Lookup{}) || len(m.Lookups) == 0 {
 		return
 	}
 	l := m.Lookups[0]
@@ -161,6 +161,27 @@ func (m *Machine) pumpLookups(out *Output) {
 		eff.Key = m.policy.WaitReaction
 	}
 	out.effect(eff)
+}
+
+// dropLookups gives up the oldest lookups beyond LookupLimit, but the one
+// in flight (it is about to end), each with a LookupDone of code
+// LookupDropped, and reports whether it did: the next lookup starts once
+// they are applied.
+func (m *Machine) dropLookups(out *Output) bool {
+	excess := len(m.Lookups) - LookupLimit
+	if excess <= 0 {
+		return false
+	}
+	for _, l := range m.Lookups {
+		if excess == 0 {
+			break
+		}
+		if l != m.finding {
+			out.event(&roompb.LookupDone{EventId: l.EventID, Kind: l.Kind, Code: LookupDropped})
+			excess--
+		}
+	}
+	return true
 }
 
 // LookupAttempts bounds how often a lookup of Lisa's events to redact is
