@@ -124,6 +124,17 @@ func TestLookupsGolden(t *testing.T) {
 			d.feed(t, FindDone{EventID: "$old2", Kind: LookupReply, Found: []string{"$r2"}})
 			d.feed(t, RedactDone{EventID: "$r2"})
 		},
+		"redaction_of_edit_looks_nothing_up": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, inbox(editOf("$e1", "$b", "@u:hs", "secret body edited", true))) // $b takes its text
+			d.feed(t, inbox(redactionOf("$x1", "$e1")))
+			d.feed(t, SlotGranted{})
+			// An edit ignored ($a has started) and its redaction, and a
+			// question with its edit and the edit's redaction, in one
+			// batch each.
+			d.feed(t, inbox(editOf("$e2", "$a", "@u:hs", "secret body late", true), redactionOf("$x2", "$e2")))
+			d.feed(t, inbox(cands("$c").Candidates[0], editOf("$e3", "$c", "@u:hs", "secret body c", true), redactionOf("$x3", "$e3")))
+		},
 		"lookups_beyond_bound_dropped": func(t *testing.T, d *driver) {
 			var batch []*roompb.Candidate
 			for i := range LookupLimit + 1 {
@@ -196,5 +207,27 @@ func TestLookupResultsAreCounted(t *testing.T) {
 	}
 	if want := "[reply:found reaction:none reply:given_up reaction:lookup_dropped]"; fmt.Sprint(c.got) != want {
 		t.Fatalf("observed %v, want %s", c.got, want)
+	}
+}
+
+// TestRedactionOfEditLooksNothingUp: a redaction of an edit the room knows
+// of (a queued invocation's, or one in the same batch) starts no lookup and
+// journals nothing: no reply of Lisa's relates to an edit.
+func TestRedactionOfEditLooksNothingUp(t *testing.T) {
+	m := NewMachine(relationsPolicy())
+	step(t, m, cands("$a"))
+	step(t, m, inbox(editOf("$e1", "$a", "@u:hs", "edited", true)))
+	for _, in := range []InboxLoaded{
+		inbox(redactionOf("$x1", "$e1")),
+		inbox(editOf("$e2", "$a", "@other:hs", "not theirs", true), redactionOf("$x2", "$e2")),
+	} {
+		events, out := step(t, m, in)
+		if len(events) != 0 || len(findEffects(out)) != 0 || len(m.Lookups) != 0 {
+			t.Fatalf("events %v, effects %s, lookups %v; want none", events, describeAll(out), m.Lookups)
+		}
+		last := out.Effects[len(out.Effects)-1]
+		if want := (RemoveInbox{EventID: in.Candidates[len(in.Candidates)-1].GetEventId(), Outcome: OutcomeEditRedaction}); last != want {
+			t.Fatalf("last effect %s, want %s", Describe(last), Describe(want))
+		}
 	}
 }

@@ -250,6 +250,7 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 	var out Output
 	batch := map[string]bool{}
 	queued, noticed := map[string]*roompb.Candidate{}, false
+	taken := inboxBatch{queued: queued, edits: map[string]bool{}}
 	for _, c := range in.Candidates {
 		id := c.GetEventId()
 		if c.GetRoomId() != m.policy.RoomID || id == "" {
@@ -257,7 +258,7 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 			out.effect(RemoveInbox{EventID: id})
 			continue
 		}
-		if m.relation(&out, c, queued) {
+		if m.relation(&out, c, taken) {
 			continue
 		}
 		if m.Knows(id) || batch[id] {

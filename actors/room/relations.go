@@ -13,15 +13,22 @@ import (
 // redact it. And what Lisa does while they wait: a reaction that she
 // removes when she answers.
 
-// relation takes in an inbox candidate that is an edit or a redaction.
-// queued holds the candidates this step queues (not applied yet). It
+// inboxBatch is what one InboxLoaded step has taken in so far (not applied
+// yet): the candidates it queues and the edits it saw.
+type inboxBatch struct {
+	queued map[string]*roompb.Candidate
+	edits  map[string]bool
+}
+
+// relation takes in an inbox candidate that is an edit or a redaction. It
 // reports false for an ordinary candidate.
-func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) bool {
+func (m *Machine) relation(out *Output, c *roompb.Candidate, b inboxBatch) bool {
 	switch {
 	case c.GetRedactsEventId() != "":
-		m.redaction(out, c, queued)
+		m.redaction(out, c, b)
 	case c.GetReplacesEventId() != "":
-		m.edit(out, c, queued)
+		b.edits[c.GetEventId()] = true
+		m.edit(out, c, b.queued)
 	default:
 		return false
 	}
@@ -34,8 +41,11 @@ func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*
 // may be out already is kept, never sent, until its lookup says; the
 // reply to a question answered recently is redacted in turn, and one
 // answered too long ago to be remembered is looked up on the homeserver
-// first. A question that ended without a reply needs nothing.
-func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) {
+// first. A question that ended without a reply needs nothing, nor does an
+// edit of a question (Lisa never answers an edit): one the room knows of
+// (the edit of a queued invocation, or one in the same batch) is ignored
+// with the outcome OutcomeEditRedaction.
+func (m *Machine) redaction(out *Output, c *roompb.Candidate, b inboxBatch) {
 	target := c.GetRedactsEventId()
 	ev := &roompb.InvocationRedacted{EventId: target, RedactionEventId: c.GetEventId(), RoomId: m.policy.RoomID}
 	switch inv := m.Queued(target); {
@@ -50,12 +60,16 @@ func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]
 				m.headGone(out)
 			}
 		}
-	case queued[target] != nil:
+	case b.queued[target] != nil:
 	case m.Reply(target) != "":
 		ev.ReplyEventId = m.Reply(target)
 	case m.Knows(target):
 		// Ended recently without a reply (refused, abandoned, dropped).
 		out.effect(RemoveInbox{EventID: c.GetEventId()})
+		return
+	case b.edits[target] || m.edited(target):
+		// No reply of Lisa's relates to an edit: nothing to look up.
+		out.effect(RemoveInbox{EventID: c.GetEventId(), Outcome: OutcomeEditRedaction})
 		return
 	default:
 		// Answered before the room's memory (RecentLimit) begins, or
@@ -63,6 +77,17 @@ func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]
 		ev.FindReply = true
 	}
 	out.event(ev)
+}
+
+// edited reports whether eventID is the edit whose text a queued
+// invocation took (InvocationEdited).
+func (m *Machine) edited(eventID string) bool {
+	for _, inv := range m.Queue {
+		if inv.Candidate.GetEditEventId() == eventID {
+			return true
+		}
+	}
+	return false
 }
 
 // headGone ends the volatile progress of a head that is being dropped
