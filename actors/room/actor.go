@@ -41,8 +41,14 @@ type Sender interface {
 	// SendReply sends content to room with txnID and returns the event ID.
 	SendReply(ctx context.Context, room, txnID string, content []byte) (string, error)
 	// FindReply looks for a reply Lisa already sent for invokingEventID
-	// (by transaction ID or relation) and returns its event ID.
+	// (by transaction ID or relation) and returns its event ID. It is the
+	// check before a reply is sent again: it must not miss one it can
+	// read.
 	FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error)
+	// FindReplyToRedact is FindReply for a reply to be redacted: it may
+	// stop scanning at the question's time, since a reply it misses only
+	// stays standing.
+	FindReplyToRedact(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error)
 	// React puts the reaction key on eventID and returns the reaction's
 	// event ID.
 	React(ctx context.Context, room, eventID, key, txnID string) (string, error)
@@ -536,7 +542,7 @@ func (r *roomActor) find(ctx actor.Context, e FindToRedact) {
 		case LookupReply:
 			var id string
 			var ok bool
-			if id, ok, err = cfg.Sender.FindReply(ctx, room, e.EventID, e.TxnID); ok {
+			if id, ok, err = cfg.Sender.FindReplyToRedact(ctx, room, e.EventID, e.TxnID); ok {
 				found = []string{id}
 			}
 		case LookupReaction:

@@ -101,17 +101,35 @@ const lookupAttempts = 3
 // FindReply looks backwards from the newest event for Lisa's reply to
 // invokingEventID: an event from Lisa whose transaction ID is txnID, or
 // that names the invocation, or that replies to it. A reply sent recently
-// is on the first page; the scan ends where Lisa's messages are older
-// than the invoking event (see scanOwn). Each request that fails
-// transiently is tried again twice before the lookup fails.
+// is on the first page. It reads up to findPages pages of her messages
+// and never stops earlier on timestamps: it is the check before a reply is
+// sent again, so a reply it missed would be sent twice, and another
+// homeserver's clock can run ahead of hers by any amount. Each request
+// that fails transiently is tried again twice before the lookup fails.
 //
 // (Reading forwards from the invoking event — GET /context, then
 // /messages — was tried and reverted: against Dendrite under a long
 // backlog it missed replies that existed, and each miss became a
 // duplicate. See docs/reliability.md.)
 func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
+	return c.findReply(ctx, room, invokingEventID, txnID, false)
+}
+
+// FindReplyToRedact is FindReply for a reply about to be redacted (its
+// question was): the scan ends where Lisa's messages are older than the
+// question by more than clockSkew (see scanOwn). A reply it misses stays
+// standing; nothing is sent twice.
+func (c *Client) FindReplyToRedact(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
+	return c.findReply(ctx, room, invokingEventID, txnID, true)
+}
+
+func (c *Client) findReply(ctx context.Context, room, invokingEventID, txnID string, stopAtQuestion bool) (string, bool, error) {
 	var found string
-	err := c.scanOwn(ctx, room, invokingEventID, event.EventMessage, func(evt *event.Event) bool {
+	question := ""
+	if stopAtQuestion {
+		question = invokingEventID
+	}
+	err := c.scanOwn(ctx, room, question, event.EventMessage, func(evt *event.Event) bool {
 		if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
 			found = string(evt.ID)
 			return true
@@ -125,7 +143,7 @@ func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID str
 }
 
 // FindReactions looks backwards from the newest event, within the same
-// bounds as FindReply, for Lisa's reactions key on eventID and returns
+// bounds as FindReplyToRedact, for Lisa's reactions key on eventID and returns
 // their event IDs, newest first. A redacted reaction has lost its
 // relation and is not found (it needs no redaction).
 func (c *Client) FindReactions(ctx context.Context, room, eventID, key string) ([]string, error) {
@@ -156,9 +174,9 @@ func (c *Client) FindReactions(ctx context.Context, room, eventID, key string) (
 // than the question can relate to it. The question's origin_server_ts is
 // read (GET /event; a redacted question keeps it) only when a second page
 // would be needed, and the scan ends after the first page that holds an
-// event of hers older than it by more than c.skew. A question whose
-// timestamp cannot be read (unknown to the homeserver, not visible to
-// Lisa) leaves findPages as the only bound.
+// event of hers older than it by more than c.skew. No question (""), or
+// one whose timestamp cannot be read (unknown to the homeserver, not
+// visible to Lisa), leaves findPages as the only bound.
 func (c *Client) scanOwn(ctx context.Context, room, question string, typ event.Type, match func(*event.Event) bool) error {
 	filter := &mautrix.FilterPart{Types: []event.Type{typ}, Senders: []id.UserID{c.cli.UserID}}
 	from := ""
