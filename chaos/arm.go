@@ -142,6 +142,10 @@ func (f failpointSender) FindReply(ctx context.Context, rm, ev, txn string) (str
 	return f.inner.FindReply(ctx, rm, ev, txn)
 }
 
+func (f failpointSender) FindReplyToRedact(ctx context.Context, rm, ev, txn string) (string, bool, error) {
+	return f.inner.FindReplyToRedact(ctx, rm, ev, txn)
+}
+
 func (f failpointSender) React(ctx context.Context, rm, ev, key, txn string) (string, error) {
 	return f.inner.React(ctx, rm, ev, key, txn)
 }

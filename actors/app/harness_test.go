@@ -74,6 +74,10 @@ func (f *fakeSender) FindReply(_ context.Context, room, event, txn string) (stri
 	return id, ok, nil
 }
 
+func (f *fakeSender) FindReplyToRedact(ctx context.Context, room, event, txn string) (string, bool, error) {
+	return f.FindReply(ctx, room, event, txn)
+}
+
 func (f *fakeSender) React(_ context.Context, _, event, _, txn string) (string, error) {
 	return "$reaction_" + txn, nil
 }

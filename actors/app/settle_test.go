@@ -50,6 +50,10 @@ func (s *lateSender) FindReactions(context.Context, string, string, string) ([]s
 	return []string{}, nil
 }
 
+func (s *lateSender) FindReplyToRedact(ctx context.Context, room, event, txn string) (string, bool, error) {
+	return s.FindReply(ctx, room, event, txn)
+}
+
 func (s *lateSender) FindReply(_ context.Context, _, _, txn string) (string, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

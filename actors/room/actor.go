@@ -41,8 +41,14 @@ type Sender interface {
 	// SendReply sends content to room with txnID and returns the event ID.
 	SendReply(ctx context.Context, room, txnID string, content []byte) (string, error)
 	// FindReply looks for a reply Lisa already sent for invokingEventID
-	// (by transaction ID or relation) and returns its event ID.
+	// (by transaction ID or relation) and returns its event ID. It is the
+	// check before a reply is sent again: it must not miss one it can
+	// read.
 	FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error)
+	// FindReplyToRedact is FindReply for a reply to be redacted: it may
+	// stop scanning at the question's time, since a reply it misses only
+	// stays standing.
+	FindReplyToRedact(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error)
 	// React puts the reaction key on eventID and returns the reaction's
 	// event ID.
 	React(ctx context.Context, room, eventID, key, txnID string) (string, error)
@@ -81,7 +87,19 @@ type Observer interface {
 	// Phase reports how long a phase took: "queue" (queued to first
 	// attempt) or "send".
 	Phase(phase string, d time.Duration)
+	// Lookup reports an ended lookup of Lisa's events to redact: its kind
+	// (LookupReply, LookupReaction) and result — LookupFound,
+	// LookupNone, LookupGivenUp or LookupDropped.
+	Lookup(kind, result string)
 }
+
+// Results of a lookup of Lisa's events to redact (Observer.Lookup);
+// LookupDropped is the fourth.
+const (
+	LookupFound   = "found"
+	LookupNone    = "none"
+	LookupGivenUp = "given_up"
+)
 
 // Config wires a room actor.
 type Config struct {
@@ -524,7 +542,7 @@ func (r *roomActor) find(ctx actor.Context, e FindToRedact) {
 		case LookupReply:
 			var id string
 			var ok bool
-			if id, ok, err = cfg.Sender.FindReply(ctx, room, e.EventID, e.TxnID); ok {
+			if id, ok, err = cfg.Sender.FindReplyToRedact(ctx, room, e.EventID, e.TxnID); ok {
 				found = []string{id}
 			}
 		case LookupReaction:
@@ -681,6 +699,22 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 		r.cfg.Observer.Outcome(outcome)
 	case *roompb.ReplyAbandoned:
 		r.cfg.Observer.Outcome("abandoned")
+	case *roompb.LookupDone:
+		r.cfg.Observer.Lookup(e.GetKind(), lookupResult(e))
+	}
+}
+
+// lookupResult names how a lookup ended, for Observer.Lookup.
+func lookupResult(e *roompb.LookupDone) string {
+	switch {
+	case e.GetCode() == LookupDropped:
+		return LookupDropped
+	case e.GetCode() != "":
+		return LookupGivenUp
+	case len(e.GetFoundEventIds()) > 0:
+		return LookupFound
+	default:
+		return LookupNone
 	}
 }
 
@@ -719,6 +753,16 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.LookupDone:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "kind", e.GetKind(), "found", len(e.GetFoundEventIds()), "code", e.GetCode())
+		switch e.GetCode() {
+		case "":
+		case LookupDropped:
+			// Whatever it was to find stays unredacted: never silent.
+			r.cfg.Logger.Warn("lookup of an event of Lisa's to redact dropped: the room owes too many", append(attrs, "bound", LookupLimit)...)
+			return
+		default:
+			r.cfg.Logger.Warn("lookup of an event of Lisa's to redact given up", attrs...)
+			return
+		}
 	case *roompb.InvocationDuplicate:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.InvocationRefused:

@@ -149,6 +149,11 @@ type RemoveInbox struct {
 // invocation.
 const OutcomeEdit = "edit"
 
+// OutcomeEditRedaction is the outcome of a redaction of an edit the room
+// knows of: no reply of Lisa's relates to an edit, so nothing is looked
+// up or redacted (the edit's invocation keeps its text).
+const OutcomeEditRedaction = "edit_redaction"
+
 // RequestSlot: ask the rooms supervisor for a concurrency slot.
 type RequestSlot struct{}
 

@@ -129,8 +129,10 @@ type Machine struct {
 	redacting      bool
 	redactFailures int
 	// finding is the lookup in flight or waiting to be tried again (zero:
-	// none); findFailures counts its failures.
+	// none); findFailures counts the transient failures in a row of
+	// failing, the lookup that failed last.
 	finding      Lookup
+	failing      Lookup
 	findFailures int
 }
 
@@ -143,7 +145,7 @@ func (m *Machine) Restore(s State) {
 	m.State = s
 	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
 	m.redacting, m.redactFailures = false, 0
-	m.finding, m.findFailures = Lookup{}, 0
+	m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
 }
 
 // Phase names the head's volatile progress, for the debug shell.
@@ -248,6 +250,7 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 	var out Output
 	batch := map[string]bool{}
 	queued, noticed := map[string]*roompb.Candidate{}, false
+	taken := inboxBatch{queued: queued, edits: map[string]bool{}}
 	for _, c := range in.Candidates {
 		id := c.GetEventId()
 		if c.GetRoomId() != m.policy.RoomID || id == "" {
@@ -255,7 +258,7 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 			out.effect(RemoveInbox{EventID: id})
 			continue
 		}
-		if m.relation(&out, c, queued) {
+		if m.relation(&out, c, taken) {
 			continue
 		}
 		if m.Knows(id) || batch[id] {

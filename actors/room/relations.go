@@ -13,15 +13,22 @@ import (
 // redact it. And what Lisa does while they wait: a reaction that she
 // removes when she answers.
 
-// relation takes in an inbox candidate that is an edit or a redaction.
-// queued holds the candidates this step queues (not applied yet). It
+// inboxBatch is what one InboxLoaded step has taken in so far (not applied
+// yet): the candidates it queues and the edits it saw.
+type inboxBatch struct {
+	queued map[string]*roompb.Candidate
+	edits  map[string]bool
+}
+
+// relation takes in an inbox candidate that is an edit or a redaction. It
 // reports false for an ordinary candidate.
-func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) bool {
+func (m *Machine) relation(out *Output, c *roompb.Candidate, b inboxBatch) bool {
 	switch {
 	case c.GetRedactsEventId() != "":
-		m.redaction(out, c, queued)
+		m.redaction(out, c, b)
 	case c.GetReplacesEventId() != "":
-		m.edit(out, c, queued)
+		b.edits[c.GetEventId()] = true
+		m.edit(out, c, b.queued)
 	default:
 		return false
 	}
@@ -34,8 +41,11 @@ func (m *Machine) relation(out *Output, c *roompb.Candidate, queued map[string]*
 // may be out already is kept, never sent, until its lookup says; the
 // reply to a question answered recently is redacted in turn, and one
 // answered too long ago to be remembered is looked up on the homeserver
-// first. A question that ended without a reply needs nothing.
-func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]*roompb.Candidate) {
+// first. A question that ended without a reply needs nothing, nor does an
+// edit of a question (Lisa never answers an edit): one the room knows of
+// (the edit of a queued invocation, or one in the same batch) is ignored
+// with the outcome OutcomeEditRedaction.
+func (m *Machine) redaction(out *Output, c *roompb.Candidate, b inboxBatch) {
 	target := c.GetRedactsEventId()
 	ev := &roompb.InvocationRedacted{EventId: target, RedactionEventId: c.GetEventId(), RoomId: m.policy.RoomID}
 	switch inv := m.Queued(target); {
@@ -50,12 +60,16 @@ func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]
 				m.headGone(out)
 			}
 		}
-	case queued[target] != nil:
+	case b.queued[target] != nil:
 	case m.Reply(target) != "":
 		ev.ReplyEventId = m.Reply(target)
 	case m.Knows(target):
 		// Ended recently without a reply (refused, abandoned, dropped).
 		out.effect(RemoveInbox{EventID: c.GetEventId()})
+		return
+	case b.edits[target] || m.edited(target):
+		// No reply of Lisa's relates to an edit: nothing to look up.
+		out.effect(RemoveInbox{EventID: c.GetEventId(), Outcome: OutcomeEditRedaction})
 		return
 	default:
 		// Answered before the room's memory (RecentLimit) begins, or
@@ -63,6 +77,17 @@ func (m *Machine) redaction(out *Output, c *roompb.Candidate, queued map[string]
 		ev.FindReply = true
 	}
 	out.event(ev)
+}
+
+// edited reports whether eventID is the edit whose text a queued
+// invocation took (InvocationEdited).
+func (m *Machine) edited(eventID string) bool {
+	for _, inv := range m.Queue {
+		if inv.Candidate.GetEditEventId() == eventID {
+			return true
+		}
+	}
+	return false
 }
 
 // headGone ends the volatile progress of a head that is being dropped
@@ -143,10 +168,15 @@ func (m *Machine) reactionDone(in ReactionDone) Output {
 // pumpLookups starts the oldest lookup of Lisa's events to redact, one at
 // a time, whatever the head is doing.
 func (m *Machine) pumpLookups(out *Output) {
-	if m.finding != (Lookup{}) || len(m.Lookups) == 0 {
+	if m.dropLookups(out) || m.finding != (Lookup{}) || len(m.Lookups) == 0 {
 		return
 	}
 	l := m.Lookups[0]
+	if l != m.failing {
+		// Another lookup than the one that failed last (that one was
+		// settled meanwhile): its failures start from zero.
+		m.failing, m.findFailures = Lookup{}, 0
+	}
 	m.finding = l
 	eff := FindToRedact{EventID: l.EventID, Kind: l.Kind}
 	switch l.Kind {
@@ -158,8 +188,38 @@ func (m *Machine) pumpLookups(out *Output) {
 	out.effect(eff)
 }
 
+// dropLookups gives up the oldest lookups beyond LookupLimit, but the one
+// in flight (it is about to end), each with a LookupDone of code
+// LookupDropped, and reports whether it did: the next lookup starts once
+// they are applied.
+func (m *Machine) dropLookups(out *Output) bool {
+	excess := len(m.Lookups) - LookupLimit
+	if excess <= 0 {
+		return false
+	}
+	for _, l := range m.Lookups {
+		if excess == 0 {
+			break
+		}
+		if l != m.finding {
+			out.event(&roompb.LookupDone{EventId: l.EventID, Kind: l.Kind, Code: LookupDropped})
+			excess--
+		}
+	}
+	return true
+}
+
+// LookupAttempts bounds how often a lookup of Lisa's events to redact is
+// tried while it fails transiently (a timeout, a homeserver error): after
+// that many failures in a row it is given up, journaled as LookupDone with
+// the last failure's code, so that the lookups behind it (they run one at
+// a time, oldest first) are not held up for ever. A failed lookup sends
+// nothing; what it would have found stays unredacted.
+const LookupAttempts = 5
+
 // findDone records what a lookup found (to be redacted), gives up one the
-// homeserver refuses for good, or tries again after a pause.
+// homeserver refuses for good or that failed LookupAttempts times in a
+// row, or tries again after a pause.
 func (m *Machine) findDone(in FindDone) Output {
 	var out Output
 	l := Lookup{EventID: in.EventID, Kind: in.Kind}
@@ -170,15 +230,22 @@ func (m *Machine) findDone(in FindDone) Output {
 		m.finding = Lookup{} // settled meanwhile (the reaction was confirmed)
 		return out
 	}
+	if in.Err != nil && !in.Err.Permanent {
+		m.failing = l
+		m.findFailures++
+	}
 	switch {
 	case in.Err == nil:
-		m.finding, m.findFailures = Lookup{}, 0
+		m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
 		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, FoundEventIds: in.Found})
-	case in.Err.Permanent:
-		m.finding, m.findFailures = Lookup{}, 0
-		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, Code: string(in.Err.Code)})
+	case in.Err.Permanent || m.findFailures >= LookupAttempts:
+		m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
+		code := in.Err.Code
+		if code == "" {
+			code = messages.CodeInternal // a code marks the lookup as given up
+		}
+		out.event(&roompb.LookupDone{EventId: in.EventID, Kind: in.Kind, Code: string(code)})
 	default:
-		m.findFailures++
 		delay := backoff.Policy{Base: m.policy.SendRetryBase, Max: m.policy.SendRetryMax}.Delay(m.findFailures, in.RetryAfter)
 		out.effect(Schedule{After: delay, Input: FindDue{}})
 	}

@@ -358,16 +358,51 @@ func TestRelationGapsGolden(t *testing.T) {
 	}
 }
 
-// TestLookupsAreBounded: the lookups a room keeps are at most LookupLimit,
-// the oldest given up first.
+// TestLookupsAreBounded: the lookups a room keeps are at most LookupLimit
+// after every step: beyond it the oldest, but the one in flight, are
+// dropped with a journaled LookupDone (code LookupDropped). (Before, Apply
+// cut the oldest off silently; the bound is now the machine's.)
 func TestLookupsAreBounded(t *testing.T) {
-	var s State
+	m := NewMachine(relationsPolicy())
+	var batch []*roompb.Candidate
 	for i := range LookupLimit + 5 {
-		if err := s.Apply(&roompb.InvocationRedacted{EventId: fmt.Sprintf("$q%d", i), RedactionEventId: fmt.Sprintf("$x%d", i), FindReply: true}); err != nil {
-			t.Fatal(err)
+		batch = append(batch, redactionOf(fmt.Sprintf("$x%d", i), fmt.Sprintf("$q%d", i)))
+	}
+	events, out := step(t, m, inbox(batch...))
+	var dropped []string
+	for _, ev := range events {
+		if strings.HasPrefix(ev, "LookupDone") {
+			dropped = append(dropped, ev)
 		}
 	}
-	if len(s.Lookups) != LookupLimit || s.Lookups[0].EventID != "$q5" || s.Lookups[LookupLimit-1].EventID != fmt.Sprintf("$q%d", LookupLimit+4) {
-		t.Fatalf("lookups = %d, first %v", len(s.Lookups), s.Lookups[0])
+	if len(dropped) != 5 || dropped[0] != "LookupDone $q0 kind=reply found= code=lookup_dropped" || !strings.HasPrefix(dropped[4], "LookupDone $q4 ") {
+		t.Fatalf("dropped %v, want $q0…$q4", dropped)
+	}
+	if len(m.Lookups) != LookupLimit || m.Lookups[0].EventID != "$q5" {
+		t.Fatalf("lookups = %d, first %v", len(m.Lookups), m.Lookups[0])
+	}
+	if f := findEffects(out); len(f) != 1 || f[0].EventID != "$q5" {
+		t.Fatalf("lookup started: %v, want $q5", f)
+	}
+	// One more while $q5 is in flight: $q6 goes, not $q5.
+	events, _ = step(t, m, inbox(redactionOf("$xn", "$qn")))
+	if fmt.Sprint(events) != "[InvocationRedacted $qn redaction=$xn reply= find_reply LookupDone $q6 kind=reply found= code=lookup_dropped]" {
+		t.Fatalf("events %v", events)
+	}
+	if len(m.Lookups) != LookupLimit || m.Lookups[0].EventID != "$q5" {
+		t.Fatalf("lookups = %d, first %v", len(m.Lookups), m.Lookups[0])
+	}
+	// A lookup added by an ending invocation (its wait reaction was
+	// requested, never confirmed) is bounded the same way.
+	step(t, m, cands("$a"))
+	step(t, m, SlotGranted{})
+	step(t, m, ReactionDue{EventID: "$a"})
+	step(t, m, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{}`)})
+	events, _ = step(t, m, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+	if fmt.Sprint(events) != "[ReplySent $a reply=$ra reconciled=false LookupDone $q7 kind=reply found= code=lookup_dropped]" {
+		t.Fatalf("events %v", events)
+	}
+	if len(m.Lookups) != LookupLimit || m.Lookups[LookupLimit-1] != (Lookup{EventID: "$a", Kind: LookupReaction}) {
+		t.Fatalf("lookups = %d, last %v", len(m.Lookups), m.Lookups[LookupLimit-1])
 	}
 }

@@ -18,8 +18,16 @@ const RecentLimit = 256
 // LookupLimit bounds how many of Lisa's events a room keeps to find on the
 // homeserver and redact (State.Lookups). Each comes from a member's
 // redaction of a question answered long ago, or from a wait reaction whose
-// request was never confirmed; beyond the limit the oldest is given up.
+// request was never confirmed. Beyond the limit the oldest (but the one in
+// flight) is dropped: the machine journals it as LookupDone with the code
+// LookupDropped as soon as the step that went past the limit is applied,
+// so Lookups holds at most LookupLimit after every step.
 const LookupLimit = 64
+
+// LookupDropped is the code of a LookupDone that dropped a lookup because
+// the room held more than LookupLimit: what it was to find stays
+// unredacted.
+const LookupDropped = "lookup_dropped"
 
 // Kinds of State.Lookups.
 const (
@@ -88,7 +96,8 @@ type State struct {
 	// oldest first.
 	PendingRedactions []string
 	// Lookups are Lisa's events still to be found on the homeserver and
-	// redacted, oldest first, at most LookupLimit.
+	// redacted, oldest first, at most LookupLimit after every step (see
+	// LookupLimit).
 	Lookups []Lookup
 	// Counters.
 	Answered, FailedAttempts, Abandoned, Duplicates, Refused uint64
@@ -345,16 +354,14 @@ func (s *State) applyRelation(ev proto.Message) error {
 	return nil
 }
 
-// lookUp adds l to the lookups, unless it is there; beyond LookupLimit the
-// oldest is given up.
+// lookUp adds l to the lookups, unless it is there. It does not enforce
+// LookupLimit: the machine drops what is beyond it with a journal event
+// (see Machine.dropLookups), so that no drop goes unlogged.
 func (s *State) lookUp(l Lookup) {
 	if slices.Contains(s.Lookups, l) {
 		return
 	}
 	s.Lookups = append(s.Lookups, l)
-	if len(s.Lookups) > LookupLimit {
-		s.Lookups = append([]Lookup(nil), s.Lookups[len(s.Lookups)-LookupLimit:]...)
-	}
 }
 
 // drop removes an invocation that will not be answered (its message was

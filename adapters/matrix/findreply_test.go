@@ -15,32 +15,39 @@ import (
 	"github.com/lisabot/lisa/testkit/dendrite"
 )
 
-// countingTransport counts /messages requests by direction.
+// countingTransport counts /messages requests by direction, and GET
+// /event requests.
 type countingTransport struct {
-	mu         sync.Mutex
-	back, fwd  int
-	underlying http.RoundTripper
+	mu               sync.Mutex
+	back, fwd, event int
+	underlying       http.RoundTripper
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(r.URL.Path, "/messages") {
-		c.mu.Lock()
-		if r.URL.Query().Get("dir") == "b" {
-			c.back++
-		} else {
-			c.fwd++
-		}
-		c.mu.Unlock()
+	c.mu.Lock()
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/messages") && r.URL.Query().Get("dir") == "b":
+		c.back++
+	case strings.HasSuffix(r.URL.Path, "/messages"):
+		c.fwd++
+	case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/event/"):
+		c.event++
 	}
+	c.mu.Unlock()
 	return c.underlying.RoundTrip(r)
 }
 
 func (c *countingTransport) reset() (back, fwd int) {
+	back, fwd, _ = c.resetAll()
+	return back, fwd
+}
+
+func (c *countingTransport) resetAll() (back, fwd, event int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	back, fwd = c.back, c.fwd
-	c.back, c.fwd = 0, 0
-	return back, fwd
+	back, fwd, event = c.back, c.fwd, c.event
+	c.back, c.fwd, c.event = 0, 0, 0
+	return back, fwd, event
 }
 
 // TestFindReplyAmongManyReplies: against a real Dendrite, a reply that
@@ -210,5 +217,126 @@ func TestFindReactions(t *testing.T) {
 	}
 	if got, err := c.FindReactions(ctx, r, "$nothing", "⏳"); err != nil || got == nil || len(got) != 0 {
 		t.Fatalf("FindReactions of an event without reactions = %#v, %v", got, err)
+	}
+}
+
+// TestScansStopAtTheQuestion: against a real Dendrite, FindReplyToRedact
+// and FindReactions read no further back than the question (a reply or a
+// reaction of Lisa's always comes after it): with more than a page of
+// Lisa's messages and reactions older than a question, a lookup that
+// finds nothing, or finds the one reaction, reads one page and the
+// question's timestamp — also when the question is redacted. A lookup
+// that finds its reply on the first page reads nothing more. FindReply,
+// the check before a reply is sent again, never stops on timestamps: it
+// reads every page there is.
+func TestScansStopAtTheQuestion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	hs := dendrite.Start(t, dendrite.Options{})
+	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	human, err := hs.RegisterUser(ctx, "human", "human-password-1", "HUMANDEV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{underlying: http.DefaultTransport}
+	c, err := Connect(ctx, hs.URL(), bot.UserID, bot.DeviceID, bot.AccessToken, &http.Client{Transport: ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Here Lisa's older events are seconds older than the question, not
+	// the hour clockSkew allows for another homeserver's clock.
+	c.skew = 0
+	hc, _ := mautrix.NewClient(hs.URL(), id.UserID(human.UserID), human.AccessToken)
+	room, err := hc.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(bot.UserID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, _ := mautrix.NewClient(hs.URL(), id.UserID(bot.UserID), bot.AccessToken)
+	if _, err := bc.JoinRoomByID(ctx, room.RoomID); err != nil {
+		t.Fatal(err)
+	}
+	r := string(room.RoomID)
+	post := func(body string) string {
+		resp, err := hc.SendText(ctx, room.RoomID, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(resp.EventID)
+	}
+	old := post("an old question")
+	const older = 110 // more than one page of 100
+	for i := range older {
+		if _, err := c.SendReply(ctx, r, fmt.Sprintf("lisa_old_%d", i), []byte(fmt.Sprintf(`{"msgtype":"m.text","body":"old %d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.React(ctx, r, old, fmt.Sprintf("k%d", i), fmt.Sprintf("lisa_oldr_%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := post("the question")
+	want, err := c.React(ctx, r, q, "⏳", "lisa_wait_q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.RedactEvent(ctx, room.RoomID, id.EventID(q)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.FindReactions(ctx, r, q, "⏳")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 && got[0] == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FindReactions(q) = %v, want [%s]", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	ct.resetAll()
+	if got, err := c.FindReactions(ctx, r, q, "⏳"); err != nil || len(got) != 1 || got[0] != want {
+		t.Fatalf("FindReactions(q) = %v, %v; want [%s]", got, err, want)
+	}
+	if back, _, ev := ct.resetAll(); back != 1 || ev != 1 {
+		t.Errorf("FindReactions read %d pages and %d events, want 1 and 1 (the question's timestamp)", back, ev)
+	}
+	if _, found, err := c.FindReplyToRedact(ctx, r, q, "lisa_no_such_txn"); err != nil || found {
+		t.Fatalf("FindReplyToRedact(q): found=%v err=%v", found, err)
+	}
+	if back, _, ev := ct.resetAll(); back != 1 || ev != 1 {
+		t.Errorf("FindReplyToRedact (a miss) read %d pages and %d events, want 1 and 1", back, ev)
+	}
+	if _, found, err := c.FindReply(ctx, r, q, "lisa_no_such_txn"); err != nil || found {
+		t.Fatalf("FindReply(q): found=%v err=%v", found, err)
+	}
+	if back, _, ev := ct.resetAll(); back < 2 || ev != 0 {
+		t.Errorf("FindReply (a miss, before a resend) read %d pages and %d events, want every page (2 or more) and no timestamp", back, ev)
+	}
+	// The old question's reactions are all found: the scan goes back to
+	// it (older pages are read while Lisa's events are younger than it).
+	if got, err := c.FindReactions(ctx, r, old, "k0"); err != nil || len(got) != 1 {
+		t.Fatalf("FindReactions(old, k0) = %v, %v; want one", got, err)
+	}
+	if back, _, _ := ct.resetAll(); back < 2 {
+		t.Errorf("FindReactions(old) read %d pages, want at least 2", back)
+	}
+	// A reply on the first page: no further read, no timestamp.
+	reply, err := c.SendReply(ctx, r, "lisa_reply_q", []byte(fmt.Sprintf(`{"msgtype":"m.text","body":"re","org.lisabot.invocation":%q}`, q)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitReply(ctx, t, c, r, q, "", reply)
+	ct.resetAll()
+	if got, found, err := c.FindReplyToRedact(ctx, r, q, ""); err != nil || !found || got != reply {
+		t.Fatalf("FindReplyToRedact(q) = %s, %v, %v; want %s", got, found, err, reply)
+	}
+	if back, _, ev := ct.resetAll(); back != 1 || ev != 0 {
+		t.Errorf("a reply on the first page: %d pages and %d events read, want 1 and 0", back, ev)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -22,6 +23,9 @@ const invocationKey = "org.lisabot.invocation"
 // Client is Lisa's Matrix session.
 type Client struct {
 	cli *mautrix.Client
+	// skew is how much older than a question an event of Lisa's that
+	// relates to it may look (clockSkew; tests set it).
+	skew time.Duration
 }
 
 // Connect restores the session and verifies that the token belongs to
@@ -81,6 +85,15 @@ func (c *Client) Redact(ctx context.Context, room, eventID, txnID string) error 
 // reads (the filter names her as sender).
 const findPages = 50
 
+// clockSkew is how far the clock of a question's homeserver may run ahead
+// of Lisa's: a reply or reaction of hers always comes after the question
+// it relates to, so a backward scan stops at her events older than the
+// question's origin_server_ts by more than this. The question's timestamp
+// is set by its sender's homeserver (federated: another clock), hers by
+// her own; an hour covers any skew under which federation still works,
+// and costs at most an hour of her events more to read.
+const clockSkew = time.Hour
+
 // lookupAttempts is how often FindReply tries one request that failed
 // transiently before it gives up; the room retries the whole lookup later.
 const lookupAttempts = 3
@@ -88,16 +101,35 @@ const lookupAttempts = 3
 // FindReply looks backwards from the newest event for Lisa's reply to
 // invokingEventID: an event from Lisa whose transaction ID is txnID, or
 // that names the invocation, or that replies to it. A reply sent recently
-// is on the first page. Each request that fails transiently is tried again
-// twice before the lookup fails.
+// is on the first page. It reads up to findPages pages of her messages
+// and never stops earlier on timestamps: it is the check before a reply is
+// sent again, so a reply it missed would be sent twice, and another
+// homeserver's clock can run ahead of hers by any amount. Each request
+// that fails transiently is tried again twice before the lookup fails.
 //
 // (Reading forwards from the invoking event — GET /context, then
 // /messages — was tried and reverted: against Dendrite under a long
 // backlog it missed replies that existed, and each miss became a
 // duplicate. See docs/reliability.md.)
 func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
+	return c.findReply(ctx, room, invokingEventID, txnID, false)
+}
+
+// FindReplyToRedact is FindReply for a reply about to be redacted (its
+// question was): the scan ends where Lisa's messages are older than the
+// question by more than clockSkew (see scanOwn). A reply it misses stays
+// standing; nothing is sent twice.
+func (c *Client) FindReplyToRedact(ctx context.Context, room, invokingEventID, txnID string) (string, bool, error) {
+	return c.findReply(ctx, room, invokingEventID, txnID, true)
+}
+
+func (c *Client) findReply(ctx context.Context, room, invokingEventID, txnID string, stopAtQuestion bool) (string, bool, error) {
 	var found string
-	err := c.scanOwn(ctx, room, event.EventMessage, func(evt *event.Event) bool {
+	question := ""
+	if stopAtQuestion {
+		question = invokingEventID
+	}
+	err := c.scanOwn(ctx, room, question, event.EventMessage, func(evt *event.Event) bool {
 		if (txnID != "" && evt.Unsigned.TransactionID == txnID) || repliesTo(evt, invokingEventID) {
 			found = string(evt.ID)
 			return true
@@ -111,12 +143,12 @@ func (c *Client) FindReply(ctx context.Context, room, invokingEventID, txnID str
 }
 
 // FindReactions looks backwards from the newest event, within the same
-// bound as FindReply, for Lisa's reactions key on eventID and returns
+// bounds as FindReplyToRedact, for Lisa's reactions key on eventID and returns
 // their event IDs, newest first. A redacted reaction has lost its
 // relation and is not found (it needs no redaction).
 func (c *Client) FindReactions(ctx context.Context, room, eventID, key string) ([]string, error) {
 	found := []string{}
-	err := c.scanOwn(ctx, room, event.EventReaction, func(evt *event.Event) bool {
+	err := c.scanOwn(ctx, room, eventID, event.EventReaction, func(evt *event.Event) bool {
 		var content struct {
 			Rel struct {
 				RelType string `json:"rel_type"`
@@ -137,10 +169,18 @@ func (c *Client) FindReactions(ctx context.Context, room, eventID, key string) (
 }
 
 // scanOwn reads Lisa's own events of type typ in room backwards from the
-// newest, at most findPages pages of 100, until match reports true.
-func (c *Client) scanOwn(ctx context.Context, room string, typ event.Type, match func(*event.Event) bool) error {
+// newest, at most findPages pages of 100, until match reports true or the
+// scan is past the question they would relate to: nothing of hers older
+// than the question can relate to it. The question's origin_server_ts is
+// read (GET /event; a redacted question keeps it) only when a second page
+// would be needed, and the scan ends after the first page that holds an
+// event of hers older than it by more than c.skew. No question (""), or
+// one whose timestamp cannot be read (unknown to the homeserver, not
+// visible to Lisa), leaves findPages as the only bound.
+func (c *Client) scanOwn(ctx context.Context, room, question string, typ event.Type, match func(*event.Event) bool) error {
 	filter := &mautrix.FilterPart{Types: []event.Type{typ}, Senders: []id.UserID{c.cli.UserID}}
 	from := ""
+	cutoff, known := int64(0), false
 	for range findPages {
 		var resp *mautrix.RespMessages
 		err := c.retry(ctx, func() (err error) {
@@ -150,6 +190,7 @@ func (c *Client) scanOwn(ctx context.Context, room string, typ event.Type, match
 		if err != nil {
 			return Classify(err)
 		}
+		var own []*event.Event
 		for _, evt := range resp.Chunk {
 			if evt == nil || evt.Sender != c.cli.UserID || evt.Type.Type != typ.Type {
 				continue
@@ -157,13 +198,38 @@ func (c *Client) scanOwn(ctx context.Context, room string, typ event.Type, match
 			if match(evt) {
 				return nil
 			}
+			own = append(own, evt)
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
 			return nil
 		}
+		if !known {
+			cutoff, known = c.cutoff(ctx, room, question), true
+		}
+		if slices.ContainsFunc(own, func(evt *event.Event) bool { return evt.Timestamp < cutoff }) {
+			return nil // past the question: older pages are older still
+		}
 		from = resp.End
 	}
 	return nil
+}
+
+// cutoff returns the origin_server_ts (ms) below which no event of Lisa's
+// can relate to question: its own less c.skew; 0 (no cutoff) when the
+// question's timestamp cannot be read.
+func (c *Client) cutoff(ctx context.Context, room, question string) int64 {
+	if question == "" {
+		return 0
+	}
+	var evt *event.Event
+	err := c.retry(ctx, func() (err error) {
+		evt, err = c.cli.GetEvent(ctx, id.RoomID(room), id.EventID(question))
+		return err
+	})
+	if err != nil || evt == nil || evt.Timestamp <= 0 {
+		return 0
+	}
+	return evt.Timestamp - c.skew.Milliseconds()
 }
 
 // retry runs fn up to lookupAttempts times while it fails transiently,

@@ -33,7 +33,7 @@ func Open(homeserver, user, device, token string, hc *http.Client) (*Client, err
 		hc = &http.Client{Transport: tr}
 	}
 	cli.Client = hc
-	return &Client{cli: cli}, nil
+	return &Client{cli: cli, skew: clockSkew}, nil
 }
 
 // ProbeError says why a diagnostic request failed: the homeserver's HTTP

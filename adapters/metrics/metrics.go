@@ -37,6 +37,7 @@ type Metrics struct {
 	llmRetries  *prometheus.CounterVec
 	tools       *prometheus.CounterVec
 	toolBytes   prometheus.Counter
+	lookups     *prometheus.CounterVec
 }
 
 // New registers every instrument on a fresh registry.
@@ -58,8 +59,10 @@ func New(src Sources) *Metrics {
 			Help: "Tool calls by tool and result (ok or a tool error code)."}, []string{"tool", "result"}),
 		toolBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "lisa_tool_output_bytes_total",
 			Help: "Bytes of tool output returned to the model."}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_redaction_lookups_total",
+			Help: "Ended lookups of Lisa's events to redact by kind (reply, reaction) and result (found, none, given_up, lookup_dropped)."}, []string{"kind", "result"}),
 	}
-	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes,
+	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }
@@ -80,6 +83,10 @@ func (m *Metrics) Outcome(outcome string) { m.invocations.WithLabelValues(outcom
 func (m *Metrics) Phase(phase string, d time.Duration) {
 	m.phases.WithLabelValues(phase).Observe(d.Seconds())
 }
+
+// Lookup counts an ended lookup of Lisa's events to redact by kind and
+// result.
+func (m *Metrics) Lookup(kind, result string) { m.lookups.WithLabelValues(kind, result).Inc() }
 
 // LLMRequest counts one LLM request; result is "ok" or an error code.
 func (m *Metrics) LLMRequest(result string) { m.llm.WithLabelValues(result).Inc() }

@@ -21,6 +21,7 @@ func TestServeScrape(t *testing.T) {
 	m.LLMRequest("ok")
 	m.LLMRetry("llm_unavailable")
 	m.ToolCall("web_search", "ok", 100)
+	m.Lookup("reply", "lookup_dropped")
 	if _, err := Serve("0.0.0.0:0", m); err == nil {
 		t.Fatal("served on a non-loopback address")
 	}
@@ -42,6 +43,7 @@ func TestServeScrape(t *testing.T) {
 		`lisa_llm_retries_total{code="llm_unavailable"} 1`, `lisa_tool_calls_total{result="ok",tool="web_search"} 1`,
 		`lisa_tool_output_bytes_total 100`, `lisa_actor_mailbox_length{actor="app/rooms"} 2`,
 		`lisa_actor_restarts_total{actor="app/rooms"} 1`, `lisa_store_bytes 4096`, `lisa_sync_lag_seconds 3`,
+		`lisa_redaction_lookups_total{kind="reply",result="lookup_dropped"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("scrape lacks %q", want)
