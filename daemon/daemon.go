@@ -25,6 +25,7 @@ import (
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/persistence"
+	"github.com/lisabot/lisa/trail"
 )
 
 // SnapshotInterval is how many journal events a room writes between
@@ -48,7 +49,12 @@ type Daemon struct {
 	// syncAgeLimit: without a successful sync for this long, Lisa is
 	// degraded.
 	syncAgeLimit time.Duration
+	// trail is the event trail (lisa shell: why, trail; the status page).
+	trail *trail.Trail
 }
+
+// Trail is the daemon's event trail.
+func (d *Daemon) Trail() *trail.Trail { return d.trail }
 
 // Store is the daemon's store (bench and demo read the sync cursor).
 func (d *Daemon) Store() *persistence.Badger { return d.store }
@@ -112,7 +118,8 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	source := newSource(cfg, deps, store, clean, log)
 	d := &Daemon{crashable: deps.Crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool,
-		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second}
+		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second,
+		trail:        trail.New(cfg.Runtime.TrailEvents, log)}
 	// The mention's commit is not waited for; the model is asked only once
 	// the store is synced (see invocation.WithDurability).
 	invoker := invocation.WithTyping(invocation.WithDurability(deps.Invoker(pool, met), store), deps.Session, invocation.TypingLease{
@@ -283,6 +290,7 @@ func (d *Daemon) treeConfig(cfg config.Config, deps Deps, provider *persistence.
 		Clock: app.RealClock{}, Logger: d.log,
 		RoomOptions:  crashOptions(deps.Crashable),
 		RoomObserver: met,
+		Trail:        d.trail,
 	}
 }
 

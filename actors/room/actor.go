@@ -93,6 +93,13 @@ type Observer interface {
 	Lookup(kind, result string)
 }
 
+// Trail records what the room decided about its events. Implementations
+// must be safe for concurrent use and must not block.
+type Trail interface {
+	Journaled(room string, ev proto.Message, now time.Time)
+	Attempted(room, eventID string, attempt uint32, st messages.AttemptStats, code string, now time.Time)
+}
+
 // Results of a lookup of Lisa's events to redact (Observer.Lookup);
 // LookupDropped is the fourth.
 const (
@@ -127,6 +134,9 @@ type Config struct {
 	SendTimeout time.Duration
 	// Observer, if set, receives outcomes and phase durations (metrics).
 	Observer Observer
+	// Trail, if set, is told each journal event the room records and
+	// each attempt's work (the event trail, a read model).
+	Trail Trail
 	// Generations hands out instance numbers so that results addressed to
 	// a previous incarnation of the actor are recognised and dropped.
 	Generations *atomic.Uint64
@@ -238,6 +248,13 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		}
 		ctx.Stop(r.child) // stop it ourselves: Terminated may overtake results
 		r.child = nil
+		if r.cfg.Trail != nil {
+			code := ""
+			if m.Err != nil {
+				code = string(m.Err.Code)
+			}
+			r.cfg.Trail.Attempted(r.room, string(m.EventID), m.Attempt, m.Stats, code, r.cfg.Clock.Now())
+		}
 		r.step(ctx, InvocationDone{EventID: string(m.EventID), Attempt: m.Attempt, Content: m.Content, Err: m.Err})
 	case *actor.Terminated:
 		if r.child != nil && m.Who.Equal(r.child) {
@@ -319,6 +336,9 @@ func (r *roomActor) record(ev proto.Message, now time.Time) {
 		r.cfg.Durable.Barrier()
 	}
 	r.observe(ev, now)
+	if r.cfg.Trail != nil {
+		r.cfg.Trail.Journaled(r.room, ev, now)
+	}
 	r.logTransition(ev)
 	if err := r.m.Apply(ev); err != nil {
 		panic(fmt.Errorf("room: applying %s: %w", ev.ProtoReflect().Descriptor().Name(), err))

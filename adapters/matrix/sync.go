@@ -373,7 +373,7 @@ func (s *Source) newBatch(prev *roompb.SyncCursor, nextBatch string) *messages.S
 	for room, last := range prev.GetLastEventIds() {
 		cur.LastEventIds[room] = last
 	}
-	return &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
+	return &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}, NotAllowed: map[string]int{}}
 }
 
 // roomsToRead lists, sorted, the rooms of resp and, when verifying, every
@@ -402,6 +402,9 @@ func (s *Source) readRoom(ctx context.Context, a *answer, rr roomRead) error {
 	if jr != nil && !s.classifier.allowed[room] {
 		// Dendrite ignores room filters: the allowlist is enforced here.
 		a.batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
+		if n := len(jr.Timeline.Events); n > 0 {
+			a.batch.NotAllowed[string(room)] += n
+		}
 		return nil
 	}
 	if rr.err != nil || rr.skip {
@@ -415,6 +418,9 @@ func (s *Source) readRoom(ctx context.Context, a *answer, rr roomRead) error {
 	}
 	if a.baseline {
 		a.batch.Rejected["baseline"] += len(events)
+		for _, evt := range events {
+			a.batch.Seen = append(a.batch.Seen, seenEvent(room, evt, VerdictBaseline))
+		}
 		return nil
 	}
 	return s.classifyRoom(ctx, a.batch, room, events)
@@ -501,6 +507,7 @@ func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, ro
 			s.log.Info("a reply names no valid event ID; taken as not a reply to Lisa",
 				"room", messages.RoomID(room), "event", messages.EventID(evt.ID))
 		}
+		batch.Seen = append(batch.Seen, seenEvent(room, evt, verdict))
 		if cand == nil {
 			batch.Rejected[string(verdict)]++
 			continue
@@ -700,6 +707,52 @@ func (s *Source) read(ctx context.Context, do func() error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// VerdictBaseline is the verdict recorded in SyncBatch.Seen for an event
+// of the baseline answer: history, never answered.
+const VerdictBaseline Verdict = "baseline"
+
+// seenEvent describes evt for the event trail: IDs, sender, kind and
+// verdict, never its body.
+func seenEvent(room id.RoomID, evt *event.Event, v Verdict) messages.SeenEvent {
+	se := messages.SeenEvent{Room: string(room), Verdict: string(v)}
+	if evt == nil {
+		return se
+	}
+	se.EventID, se.Sender, se.OriginTsMs, se.Kind = string(evt.ID), string(evt.Sender), evt.Timestamp, eventKind(evt)
+	return se
+}
+
+// eventKind names what evt is: "edit", "redaction", a message of one of
+// the specification's types without "m." ("text", "notice", …),
+// "message" for any other type, or "other". The set is closed: a sender's
+// own msgtype never reaches the trail.
+func eventKind(evt *event.Event) string {
+	switch {
+	case evt.Type == event.EventRedaction:
+		return "redaction"
+	case IsEdit(evt):
+		return "edit"
+	case evt.Type != event.EventMessage:
+		return "other"
+	}
+	var c struct {
+		MsgType string `json:"msgtype"`
+	}
+	if json.Unmarshal(evt.Content.VeryRaw, &c) != nil || c.MsgType == "" {
+		if msg, ok := evt.Content.Parsed.(*event.MessageEventContent); ok && msg != nil {
+			c.MsgType = string(msg.MsgType)
+		}
+	}
+	if c.MsgType == "" {
+		return "message"
+	}
+	switch k, _ := strings.CutPrefix(c.MsgType, "m."); k {
+	case "text", "notice", "emote", "image", "file", "audio", "video", "location":
+		return k
+	}
+	return "message"
 }
 
 func ownEvent(room id.RoomID, evt *event.Event) messages.OwnEvent {
