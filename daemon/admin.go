@@ -87,6 +87,10 @@ func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 		return d.journal(args)
 	case "health":
 		return d.health(), nil
+	case "why":
+		return d.why(args)
+	case "trail":
+		return d.trailRows(args)
 	case "digests":
 		return d.digests()
 	case "crash":
