@@ -319,3 +319,12 @@ func hasPrefixFold(s, prefix string) bool {
 	}
 	return true
 }
+
+// answerSchemaJSON is the JSON schema of the final answer.
+const answerSchemaJSON = `{"type":"object","properties":{"markdown":{"type":"string"},"source_urls":{"type":"array","items":{"type":"string"}}},"required":["markdown","source_urls"],"additionalProperties":false}`
+
+// AnswerSchema returns the JSON schema of the final answer (an object
+// with the string markdown and the list of strings source_urls, nothing
+// else), as [ChatRequest.AnswerSchema] carries it; `lisa doctor` asks the
+// server for structured output with the same schema.
+func AnswerSchema() json.RawMessage { return json.RawMessage(answerSchemaJSON) }

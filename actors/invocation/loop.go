@@ -2,7 +2,6 @@ package invocation
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -296,4 +295,4 @@ func requestChars(msgs []messages.ChatMessage, specs []messages.ToolSpec) int {
 
 // answerSchema is the JSON schema of the final answer, sent as structured
 // output where the server supports it and no tool may be called.
-var answerSchema = json.RawMessage(`{"type":"object","properties":{"markdown":{"type":"string"},"source_urls":{"type":"array","items":{"type":"string"}}},"required":["markdown","source_urls"],"additionalProperties":false}`)
+var answerSchema = messages.AnswerSchema()
