@@ -16,7 +16,18 @@ type Model struct {
 	// default template and every request with tools is refused ("… does
 	// not support tools").
 	Tools bool
+	// Stops are more stop strings (PARAMETER stop): generation ends where
+	// one appears, with finish_reason "stop", and the text before it is
+	// the reply.
+	Stops []string
 }
+
+// ShortStops end the random model's replies after a few tokens, as a
+// trained model ends its turn: a word starting with a, h, m, s, t or w
+// (with the space before it) stops generation, and what came before is
+// the reply. Without them the model rarely emits its end token and every
+// reply runs to max_tokens (finish_reason "length").
+var ShortStops = []string{" a", " h", " m", " s", " t", " w"}
 
 // chatMLTools is a ChatML template in Ollama's template language whose
 // system turn lists the tools and asks for <tool_call> blocks (the
@@ -82,6 +93,9 @@ func (m Model) Modelfile(dir string) string {
 	if m.Tools {
 		fmt.Fprintf(&b, "PARAMETER stop %q\nPARAMETER stop %q\n", tokIMEnd, tokIMStart)
 		fmt.Fprintf(&b, "TEMPLATE \"\"\"%s\"\"\"\n", chatMLTools)
+	}
+	for _, stop := range m.Stops {
+		fmt.Fprintf(&b, "PARAMETER stop %q\n", stop)
 	}
 	return b.String()
 }

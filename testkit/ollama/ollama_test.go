@@ -94,9 +94,10 @@ func TestTinyModelFiles(t *testing.T) {
 
 // TestModelfile: num_ctx and the tools template appear only when asked.
 func TestModelfile(t *testing.T) {
-	with := ollama.Model{NumCtx: 512, Tools: true}.Modelfile("/m")
+	with := ollama.Model{NumCtx: 512, Tools: true, Stops: []string{" a"}}.Modelfile("/m")
 	without := ollama.Model{}.Modelfile("/m")
-	if !strings.HasPrefix(with, "FROM /m\nPARAMETER num_ctx 512\n") || !strings.Contains(with, "{{- if .Tools }}") || !strings.Contains(with, `PARAMETER stop "<|im_end|>"`) {
+	if !strings.HasPrefix(with, "FROM /m\nPARAMETER num_ctx 512\n") || !strings.Contains(with, "{{- if .Tools }}") || !strings.Contains(with, `PARAMETER stop "<|im_end|>"`) ||
+		!strings.HasSuffix(with, "PARAMETER stop \" a\"\n") {
 		t.Errorf("with tools:\n%s", with)
 	}
 	if without != "FROM /m\n" {

@@ -50,15 +50,16 @@ func Need(t testing.TB) {
 	}
 }
 
-// Models are the models [Start] creates on every server.
+// Models are the models [Start] creates on every server; all of them end
+// their replies after a few tokens ([ShortStops]).
 var Models = map[string]Model{
 	// ModelTools: tool support, a window of 8192.
-	ModelTools: {NumCtx: 8192, Tools: true},
+	ModelTools: {NumCtx: 8192, Tools: true, Stops: ShortStops},
 	// ModelCtx512: tool support, a window of 512.
-	ModelCtx512: {NumCtx: 512, Tools: true},
+	ModelCtx512: {NumCtx: 512, Tools: true, Stops: ShortStops},
 	// ModelNoTools: Ollama's default template (no tools) and no num_ctx,
 	// so Ollama's default window applies.
-	ModelNoTools: {},
+	ModelNoTools: {Stops: ShortStops},
 }
 
 // Names of [Models].
