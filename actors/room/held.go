@@ -3,6 +3,7 @@ package room
 import (
 	"time"
 
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
@@ -26,19 +27,11 @@ type HeldExpiryDue struct{}
 func (ResendHeld) isInput()    {}
 func (HeldExpiryDue) isInput() {}
 
-// Triggers of the inbox candidates that carry a change of the room's
-// permissions (the sync routes them like invocations, in the same write
-// as its cursor): they release the held replies.
-const (
-	TriggerPowerLevels = "power_levels"
-	TriggerMembership  = "membership"
-)
-
 // isPermissionChange reports whether c carries a change of the room's
 // power levels or of Lisa's membership rather than a message.
 func isPermissionChange(c *roompb.Candidate) bool {
 	switch c.GetTrigger() {
-	case TriggerPowerLevels, TriggerMembership:
+	case messages.TriggerPowerLevels, messages.TriggerMembership:
 		return true
 	}
 	return false

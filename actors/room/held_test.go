@@ -39,7 +39,7 @@ func TestHeldGolden(t *testing.T) {
 			answer(d, t, "$c")
 			// The power levels change while $c is being sent: $a and $b
 			// go right behind it, in order.
-			d.feed(t, inbox(permissionChange("$pl", TriggerPowerLevels), permissionChange("$pl2", TriggerMembership)))
+			d.feed(t, inbox(permissionChange("$pl", messages.TriggerPowerLevels), permissionChange("$pl2", messages.TriggerMembership)))
 			d.feed(t, SendDone{EventID: "$c", ReplyEventID: "$rc"})
 			quiet := d.now.Add(-time.Minute)
 			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now, QuietSince: quiet})
@@ -47,7 +47,7 @@ func TestHeldGolden(t *testing.T) {
 			d.feed(t, ReconcileDone{EventID: "$b", LookedAt: d.now, QuietSince: quiet})
 			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
 			// A change with nothing held is only cleared out.
-			d.feed(t, inbox(permissionChange("$pl3", TriggerPowerLevels)))
+			d.feed(t, inbox(permissionChange("$pl3", messages.TriggerPowerLevels)))
 		},
 		"held_reply_sent_once_across_restarts": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a"))
@@ -68,7 +68,7 @@ func TestHeldGolden(t *testing.T) {
 			d.feed(t, cands("$a"))
 			answer(d, t, "$a")
 			d.feed(t, SendDone{EventID: "$a", Err: forbidden()})
-			d.feed(t, inbox(permissionChange("$m", TriggerMembership)))
+			d.feed(t, inbox(permissionChange("$m", messages.TriggerMembership)))
 			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now, QuietSince: d.now.Add(-time.Minute)})
 			d.feed(t, SendDone{EventID: "$a", Err: forbidden()}) // the change did not let Lisa post
 		},
@@ -77,7 +77,7 @@ func TestHeldGolden(t *testing.T) {
 			answer(d, t, "$a")
 			d.feed(t, SendDone{EventID: "$a", Err: forbidden()})
 			d.feed(t, inbox(redactionOf("$x", "$a")))
-			d.feed(t, inbox(permissionChange("$pl", TriggerPowerLevels)))
+			d.feed(t, inbox(permissionChange("$pl", messages.TriggerPowerLevels)))
 		},
 		"error_reply_refused_is_held_too": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a"))
@@ -101,7 +101,7 @@ func TestHeldGolden(t *testing.T) {
 			d.crash(t)
 			d.feed(t, Recovered{}) // the expiry of $b is scheduled again
 			d.now = d.now.Add(HeldTTL / 2)
-			d.feed(t, inbox(permissionChange("$pl", TriggerPowerLevels))) // too late for $b
+			d.feed(t, inbox(permissionChange("$pl", messages.TriggerPowerLevels))) // too late for $b
 		},
 	}
 	for name, run := range scenarios {

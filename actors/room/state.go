@@ -45,12 +45,9 @@ const HeldTTL = 24 * time.Hour
 const (
 	HeldOverflow = "overflow"
 	HeldExpired  = "expired"
-	// ReleasePowerLevels and ReleaseMembership: the sync showed a change
-	// of the room's power levels or of Lisa's membership (the trigger of
-	// the inbox candidate that carries it).
-	ReleasePowerLevels = "power_levels"
-	ReleaseMembership  = "membership"
-	// ReleaseOperator: the operator ran `resend` in lisa shell.
+	// ReleaseOperator (besides messages.TriggerPowerLevels and
+	// messages.TriggerMembership, the triggers of the inbox entries that
+	// carry a change of the room's permissions): the operator ran `resend` in lisa shell.
 	ReleaseOperator = "operator"
 )
 
