@@ -378,8 +378,9 @@ func (m *Machine) sendDone(in SendDone, ms int64) Output {
 	case in.Err.Permanent && in.Err.Code == messages.CodeMatrixForbidden:
 		// Lisa may not post here (power levels, membership): the exact
 		// reply is held, out of the queue, until the room is fixed (see
-		// releaseHeld). Later invocations go on meanwhile.
-		m.sendFailures = 0
+		// held.go). Later invocations go on meanwhile. Released again,
+		// it is looked up again.
+		m.sendFailures, m.checked = 0, ""
 		out.event(&roompb.ReplyForbidden{EventId: in.EventID, Code: string(in.Err.Code), RefusedAtMs: ms})
 	case in.Err.Permanent && !head.IsError:
 		// The homeserver refused this reply's content for good (too
