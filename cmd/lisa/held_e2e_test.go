@@ -136,8 +136,10 @@ func TestRefusedReplyWaitsForTheFix(t *testing.T) {
 	e.awaitLog(p, "lisa running")
 	e.awaitHeld(string(q))
 
+	fixed := time.Now()
 	e.setPostLevel(room, 50, 50)
 	e.awaitReply(room, q)
+	t.Logf("the held reply reached the room %s after the power levels were fixed", time.Since(fixed).Round(time.Millisecond))
 	e.awaitHeld()
 	first := e.settle(room)
 	if !strings.Contains(p.text(), `"reason":"power_levels"`) {
