@@ -84,6 +84,33 @@ type RoomStatus struct {
 	Invocations []InvocationStatus
 	// LastReplyAtMs is when the latest reply was confirmed (0: never).
 	LastReplyAtMs int64
+	// Held are the replies the homeserver refused with M_FORBIDDEN,
+	// waiting for the room to be fixed, oldest first.
+	Held []HeldStatus
+}
+
+// HeldStatus describes one held reply, without its content.
+type HeldStatus struct {
+	EventID EventID
+	// ForbiddenAtMs is when the homeserver first refused it.
+	ForbiddenAtMs int64
+	// ErrorReply: the reply is the persona's error message.
+	ErrorReply bool
+}
+
+// ResendHeldRequest asks a room actor to send its held replies again (the
+// operator's resend): each is looked up first, then sent once with its
+// original transaction ID. The room answers with *ResendHeldResult.
+type ResendHeldRequest struct{}
+
+// ResendHeldResult answers ResendHeldRequest.
+type ResendHeldResult struct {
+	Room RoomID
+	// Released counts the held replies that went back to be sent.
+	Released int
+	// Live is false when the room was still replaying its journal:
+	// nothing was released.
+	Live bool
 }
 
 // InvocationStatus describes one queued invocation, without its body.

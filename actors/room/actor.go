@@ -275,6 +275,13 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		}
 	case *messages.RoomStatusRequest:
 		ctx.Respond(r.status())
+	case *messages.ResendHeldRequest:
+		n := 0
+		if r.live {
+			n = r.m.Releasable(r.cfg.Clock.Now())
+			r.step(ctx, ResendHeld{})
+		}
+		ctx.Respond(&messages.ResendHeldResult{Room: messages.RoomID(r.room), Released: n, Live: r.live})
 	case *actor.Stopping, *actor.Restarting:
 		r.live = false
 		if r.cancel != nil {
@@ -660,6 +667,11 @@ func (r *roomActor) status() *messages.RoomStatus {
 	if h := r.m.Head(); h != nil {
 		st.Attempts = h.Attempts
 	}
+	for _, inv := range r.m.Held {
+		st.Held = append(st.Held, messages.HeldStatus{
+			EventID: messages.EventID(inv.EventID()), ForbiddenAtMs: inv.ForbiddenAtMs, ErrorReply: inv.IsError,
+		})
+	}
 	return st
 }
 
@@ -690,7 +702,14 @@ func Digest(s *State) string {
 		if inv.ReactionRequested {
 			b.WriteString(" reaction_requested")
 		}
+		if inv.ForbiddenAtMs != 0 || inv.Recheck {
+			fmt.Fprintf(&b, " forbidden_at_ms=%d recheck=%v", inv.ForbiddenAtMs, inv.Recheck)
+		}
 		b.WriteByte('\n')
+	}
+	for _, inv := range s.Held {
+		fmt.Fprintf(&b, "held %s error=%v txn=%s content=%d forbidden_at_ms=%d\n",
+			inv.EventID(), inv.IsError, inv.TxnID, len(inv.Content), inv.ForbiddenAtMs)
 	}
 	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
 	if slices.ContainsFunc(s.RecentReplies, func(r string) bool { return r != "" }) {
@@ -717,8 +736,10 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 			outcome = "error_reply"
 		}
 		r.cfg.Observer.Outcome(outcome)
-	case *roompb.ReplyAbandoned:
+	case *roompb.ReplyAbandoned, *roompb.HeldDropped:
 		r.cfg.Observer.Outcome("abandoned")
+	case *roompb.ReplyForbidden:
+		r.cfg.Observer.Outcome("held")
 	case *roompb.LookupDone:
 		r.cfg.Observer.Lookup(e.GetKind(), lookupResult(e))
 	}
@@ -757,6 +778,24 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		// A reply the homeserver refused for good is never silent.
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
 		r.cfg.Logger.Error("reply abandoned: the homeserver refused it for good", attrs...)
+		return
+	case *roompb.ReplyForbidden:
+		// Never silent: the operator has a room to fix.
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode(), "held", len(r.m.Held)+1, "bound", HeldLimit)
+		r.cfg.Logger.Error("reply held: the homeserver refused it (M_FORBIDDEN); it is sent once Lisa may post in the room "+
+			"(a change of its power levels or of Lisa's membership) or the operator runs resend in lisa shell", attrs...)
+		return
+	case *roompb.HeldReleased:
+		var ids []any
+		for _, id := range e.GetEventIds() {
+			ids = append(ids, messages.EventID(id))
+		}
+		attrs = append(attrs, "events", ids, "reason", e.GetReason(), "cause", messages.EventID(e.GetCauseEventId()))
+		r.cfg.Logger.Warn("held replies released: each is looked up, then sent once", attrs...)
+		return
+	case *roompb.HeldDropped:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "reason", e.GetReason(), "bound", HeldLimit, "ttl", HeldTTL.String())
+		r.cfg.Logger.Error("held reply dropped: it will not be sent", attrs...)
 		return
 	case *roompb.InvocationEdited:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "edit", messages.EventID(e.GetEditEventId()))

@@ -221,7 +221,11 @@ func (s *syncActor) commit(ctx actor.Context, b *messages.SyncBatch) {
 		ctx.Send(s.cfg.Rooms, n)
 	}
 	for _, c := range accepted {
-		s.cfg.Logger.Info("invocation accepted", "room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()), "trigger", c.GetTrigger())
+		msg := "invocation accepted"
+		if t := c.GetTrigger(); t == messages.TriggerPowerLevels || t == messages.TriggerMembership {
+			msg = "room permission change routed" // releases replies held after M_FORBIDDEN
+		}
+		s.cfg.Logger.Info(msg, "room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()), "trigger", c.GetTrigger())
 	}
 }
 

@@ -187,10 +187,14 @@ func syncFilter(limit int) string {
 		"account_data": none,
 		"room": map[string]any{
 			"timeline": map[string]any{"limit": limit, "types": []string{
-				event.EventMessage.Type, event.EventRedaction.Type, event.StateEncryption.Type}},
-			// Only encryption, to tell the operator about a room Lisa
-			// can no longer read (see SyncOptions.OnEncrypted).
-			"state":        map[string]any{"types": []string{event.StateEncryption.Type}},
+				event.EventMessage.Type, event.EventRedaction.Type, event.StateEncryption.Type,
+				event.StatePowerLevels.Type, event.StateMember.Type}},
+			// Encryption, to tell the operator about a room Lisa can no
+			// longer read (see SyncOptions.OnEncrypted); power levels and
+			// membership, to send the replies held after M_FORBIDDEN once
+			// Lisa may post again (see permissionChanges).
+			"state": map[string]any{"types": []string{event.StateEncryption.Type,
+				event.StatePowerLevels.Type, event.StateMember.Type}},
 			"ephemeral":    none,
 			"account_data": none,
 		},
@@ -263,6 +267,9 @@ type roomRead struct {
 	// not reach the room's last seen event.
 	skip, gap bool
 	err       error
+	// perms are the room's changes of permissions (see
+	// permissionChanges), routed after its candidates.
+	perms []*roompb.Candidate
 }
 
 // fetchRooms gathers the events of each room, reading the rooms that need
@@ -283,6 +290,7 @@ func (s *Source) fetchRooms(ctx context.Context, a *answer, rooms []id.RoomID, r
 			continue
 		}
 		s.noteEncryption(room, rr.jr)
+		rr.perms = s.permissionChanges(room, rr.jr)
 		if !s.mustFetch(a, rr.jr) {
 			rr.events, _, _, _ = s.roomEvents(ctx, a, room, rr.jr)
 			continue
@@ -423,7 +431,11 @@ func (s *Source) readRoom(ctx context.Context, a *answer, rr roomRead) error {
 		}
 		return nil
 	}
-	return s.classifyRoom(ctx, a.batch, room, events)
+	if err := s.classifyRoom(ctx, a.batch, room, events); err != nil {
+		return err
+	}
+	a.batch.Candidates = append(a.batch.Candidates, rr.perms...)
+	return nil
 }
 
 // noteEncryption reports an allowed room whose sync answer shows it
@@ -442,6 +454,57 @@ func (s *Source) noteEncryption(room id.RoomID, jr *mautrix.SyncJoinedRoom) {
 	if s.opts.OnEncrypted != nil {
 		s.opts.OnEncrypted(string(room))
 	}
+}
+
+// permissionChanges returns, as inbox candidates, the changes of an
+// allowed room's power levels and of Lisa's own membership in its sync
+// answer (state and timeline, each event once), and takes every power
+// levels and membership event out of its timeline: they are no messages,
+// and one must not become the room's back-fill anchor (back-fill reads
+// only timelineTypes). The room releases the replies it holds after an
+// M_FORBIDDEN when one arrives; with none held it only clears it out.
+// Other members' membership events are dropped.
+func (s *Source) permissionChanges(room id.RoomID, jr *mautrix.SyncJoinedRoom) []*roompb.Candidate {
+	if jr == nil {
+		return nil
+	}
+	var out []*roompb.Candidate
+	seen := map[id.EventID]bool{}
+	for _, list := range [][]*event.Event{jr.State.Events, jr.Timeline.Events} {
+		for _, evt := range list {
+			trigger := s.permissionTrigger(evt)
+			if trigger == "" || evt.ID == "" || seen[evt.ID] {
+				continue
+			}
+			seen[evt.ID] = true
+			out = append(out, &roompb.Candidate{RoomId: string(room), EventId: string(evt.ID), Sender: string(evt.Sender),
+				OriginTsMs: evt.Timestamp, Trigger: trigger})
+		}
+	}
+	if slices.ContainsFunc(jr.Timeline.Events, isPermissionEvent) {
+		jr.Timeline.Events = slices.DeleteFunc(slices.Clone(jr.Timeline.Events), isPermissionEvent)
+	}
+	return out
+}
+
+// permissionTrigger returns the trigger of a permission change (see
+// permissionChanges), or "" for any other event.
+func (s *Source) permissionTrigger(evt *event.Event) string {
+	switch {
+	case evt == nil || evt.StateKey == nil:
+		return ""
+	case evt.Type.Type == event.StatePowerLevels.Type && *evt.StateKey == "":
+		return messages.TriggerPowerLevels
+	case evt.Type.Type == event.StateMember.Type && *evt.StateKey == string(s.c.cli.UserID):
+		return messages.TriggerMembership
+	}
+	return ""
+}
+
+// isPermissionEvent reports a power levels or membership event, which
+// permissionChanges takes out of a timeline.
+func isPermissionEvent(evt *event.Event) bool {
+	return evt != nil && (evt.Type.Type == event.StatePowerLevels.Type || evt.Type.Type == event.StateMember.Type)
 }
 
 // roomEvents returns the room's new events, oldest first: its timeline,

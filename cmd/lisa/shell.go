@@ -23,6 +23,8 @@ const shellHelp = `commands:
   actors                  the actor tree: mailbox length, posted, received, restarts, failures, age
   rooms                   per room: state, queue depth, active invocation, replies, last reply
   invocations [room]      queued invocations: state, attempts, age, last error code
+  held [room]             replies the homeserver refused (M_FORBIDDEN), held until Lisa may post again
+  resend [room]           send the held replies now (each looked up first, then sent once)
   journal <room> [n]      the last n journal events of a room (no message bodies)
   why <event_id>          what became of one event: its outcome and, for an invocation, its path
   trail [room] [n]        the last n event outcomes (default 20), of one room or all
@@ -129,13 +131,28 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 	case "rooms":
 		var rows []daemon.RoomRow
 		_ = json.Unmarshal(data, &rows)
-		fmt.Fprintln(tw, "ROOM\tRUNNING\tSTATE\tQUEUE\tACTIVE\tANSWERED\tLAST REPLY")
+		fmt.Fprintln(tw, "ROOM\tRUNNING\tSTATE\tQUEUE\tACTIVE\tANSWERED\tHELD\tLAST REPLY")
 		for _, r := range rows {
 			last := "-"
 			if r.LastReplyUnix > 0 {
 				last = time.Unix(r.LastReplyUnix, 0).UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%s\t%d\t%s\n", r.Room, r.Running, r.State, r.Queue, orDash(r.Active), r.Answered, last)
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%s\t%d\t%d\t%s\n", r.Room, r.Running, r.State, r.Queue, orDash(r.Active), r.Answered, r.Held, last)
+		}
+	case "held":
+		var rows []daemon.HeldRow
+		_ = json.Unmarshal(data, &rows)
+		fmt.Fprintln(tw, "ROOM\tEVENT\tAGE\tEXPIRES IN\tERROR REPLY")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", r.Room, r.Event, time.Duration(r.AgeSeconds)*time.Second,
+				time.Duration(r.ExpiresInSeconds)*time.Second, r.ErrorReply)
+		}
+	case "resend":
+		var rows []daemon.ResendRow
+		_ = json.Unmarshal(data, &rows)
+		fmt.Fprintln(tw, "ROOM\tRELEASED\tNOTE")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Room, r.Released, orDash(r.Error))
 		}
 	case "invocations":
 		var rows []daemon.InvocationRow
