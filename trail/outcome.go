@@ -52,6 +52,10 @@ const (
 	Redacted Outcome = "redacted"
 	// Redaction: a redaction event.
 	Redaction Outcome = "redaction"
+	// Held: the homeserver refused Lisa's reply with M_FORBIDDEN; it is
+	// held until her power to post or her membership changes, or an
+	// operator runs resend (at most 24 h, 20 per room).
+	Held Outcome = "held"
 	// FailedPrefix starts the outcome of an invocation that ended without
 	// an answer: "failed:" and the error code of its last attempt (the
 	// persona's error message was sent instead), or of the homeserver's
@@ -62,7 +66,7 @@ const (
 // Outcomes lists every fixed outcome code, for documentation and tests.
 var Outcomes = []Outcome{Invoked, Answered, NotAddressed, OwnEvent, Edit, Notice, NotText, Malformed,
 	BeforeBaseline, ReplyTargetInvalid, ReplyTargetRejected, ReplyLookupAbandoned,
-	RefusedSenderRate, RefusedQueueFull, Redacted, Redaction}
+	RefusedSenderRate, RefusedQueueFull, Redacted, Redaction, Held}
 
 // Failed returns the outcome of an invocation that failed with code.
 func Failed(code string) Outcome {

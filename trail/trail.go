@@ -70,6 +70,9 @@ const (
 	StepEdited         = "edited"
 	StepRedacted       = "redacted"
 	StepDropped        = "dropped"
+	StepForbidden      = "reply_forbidden"
+	StepHeldReleased   = "held_released"
+	StepHeldDropped    = "held_dropped"
 )
 
 // End is how an invocation ended: the reply the homeserver holds, the
@@ -267,6 +270,27 @@ func (t *Trail) Journaled(room string, ev proto.Message, now time.Time) {
 			end := r.finish(en.EventID)
 			end.ErrorCode = e.GetCode()
 			en.End, en.Outcome = end, Failed(e.GetCode())
+		})
+	case *roompb.ReplyForbidden:
+		t.update(room, e.GetEventId(), "", ms, func(en *Entry, _ *ring) {
+			en.addStep(Step{AtMs: ms, What: StepForbidden, Code: e.GetCode()})
+			en.Outcome = Held
+		})
+	case *roompb.HeldReleased:
+		for _, id := range e.GetEventIds() {
+			t.update(room, id, "", ms, func(en *Entry, _ *ring) {
+				en.addStep(Step{AtMs: ms, What: StepHeldReleased, Code: e.GetReason()})
+				if en.Outcome == Held {
+					en.Outcome = Invoked
+				}
+			})
+		}
+	case *roompb.HeldDropped:
+		t.update(room, e.GetEventId(), "", ms, func(en *Entry, r *ring) {
+			en.addStep(Step{AtMs: ms, What: StepHeldDropped, Code: e.GetReason()})
+			end := r.finish(en.EventID)
+			end.ErrorCode = "held_" + e.GetReason()
+			en.End, en.Outcome = end, Failed(end.ErrorCode)
 		})
 	case *roompb.InvocationEdited:
 		t.update(room, e.GetEventId(), "", ms, func(en *Entry, _ *ring) {

@@ -35,10 +35,13 @@ func TestOutcomes(t *testing.T) {
 		seen("!r", "$fail", "mention", "text"),
 		seen("!r", "$flood", "alias", "text"),
 		seen("!r", "$gone", "mention", "text"),
+		seen("!r", "$held", "mention", "text"),
+		seen("!r", "$late", "mention", "text"),
+		seen("!r", "$stale", "mention", "text"),
 	}}, t0)
 	cand := func(ev string) *roompb.Candidate { return &roompb.Candidate{EventId: ev, Sender: "@u:hs"} }
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	for _, ev := range []string{"$ask", "$fail", "$gone"} {
+	for _, ev := range []string{"$ask", "$fail", "$gone", "$held", "$late", "$stale"} {
 		tr.Journaled("!r", &roompb.InvocationQueued{Candidate: cand(ev)}, at(0))
 	}
 	tr.Journaled("!r", &roompb.InvocationRefused{Candidate: cand("$flood"), Reason: "sender_rate"}, at(0))
@@ -54,11 +57,21 @@ func TestOutcomes(t *testing.T) {
 	tr.Journaled("!r", &roompb.ReplyReady{EventId: "$fail", IsError: true}, at(7))
 	tr.Journaled("!r", &roompb.ReplySent{EventId: "$fail", ReplyEventId: "$sorry"}, at(8))
 	tr.Journaled("!r", &roompb.InvocationRedacted{EventId: "$gone"}, at(9))
+	// Replies refused with M_FORBIDDEN: one still held, one released and
+	// sent, one dropped after 24 h.
+	for _, ev := range []string{"$held", "$late", "$stale"} {
+		tr.Journaled("!r", &roompb.ReplyReady{EventId: ev}, at(10))
+		tr.Journaled("!r", &roompb.ReplyForbidden{EventId: ev, Code: "M_FORBIDDEN"}, at(10))
+	}
+	tr.Journaled("!r", &roompb.HeldReleased{EventIds: []string{"$late"}, Reason: "power_levels"}, at(11))
+	tr.Journaled("!r", &roompb.ReplySent{EventId: "$late", ReplyEventId: "$after"}, at(12))
+	tr.Journaled("!r", &roompb.HeldDropped{EventId: "$stale", Reason: "expired"}, at(13))
 
 	want := map[string]Outcome{
 		"$plain": NotAddressed, "$notice": Notice, "$image": NotText, "$own": OwnEvent, "$edit": Edit,
 		"$old": BeforeBaseline, "$bad": ReplyTargetInvalid, "$ask": Answered, "$fail": "failed:llm_unavailable",
 		"$flood": RefusedSenderRate, "$gone": Redacted,
+		"$held": Held, "$late": Answered, "$stale": "failed:held_expired",
 	}
 	for ev, o := range want {
 		e, ok := tr.Why(ev)
