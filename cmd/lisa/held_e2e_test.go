@@ -11,6 +11,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/trail"
 )
 
 // lisaTxnID returns the transaction ID Lisa's reply to ev carries in her
@@ -112,6 +113,9 @@ func TestRefusedReplyWaitsForTheFix(t *testing.T) {
 	}
 	if out := e.shell("health\n", "--json"); !strings.Contains(out, `"held_replies":1`) || !strings.Contains(out, `"status":"degraded"`) {
 		t.Fatalf("health with a held reply: %s", out)
+	}
+	if r := e.why(q); !r.Seen || r.Entry.Outcome != trail.Held {
+		t.Fatalf("why %s: seen %v, outcome %q, want %q", q, r.Seen, r.Entry.Outcome, trail.Held)
 	}
 
 	// resend while the room still refuses her: looked up, sent, refused,
