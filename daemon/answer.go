@@ -35,6 +35,7 @@ var (
 	_ invocation.ExcerptBuilder = measuredContext{}
 	_ invocation.Renderer       = renderer{}
 	_ invocation.ToolSessions   = (*research.Service)(nil)
+	_ invocation.URLKnower      = (*research.Service)(nil)
 	_ invocation.ToolRunner     = (*tools.Client)(nil)
 	_ tools.Handler             = (*research.Service)(nil)
 	_ research.LimitedSearcher  = (*search.Client)(nil)
@@ -90,7 +91,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 	return invocation.NewAnswerer(invocation.AnswererConfig{
 		Context:  contextPort,
 		LLM:      llmPort,
-		Render:   renderer{render.New()},
+		Render:   renderer{r: render.New(), m: met},
 		Sessions: sessions,
 		Tools:    toolPort,
 		Persona:  res.Persona,
@@ -131,18 +132,29 @@ func llmClient(cfg config.Config, key string, met *metrics.Metrics, log *slog.Lo
 	})
 }
 
-// renderer adapts the render adapter to the invocation's Renderer port.
-type renderer struct{ r *render.Renderer }
+// renderer adapts the render adapter to the invocation's Renderer port;
+// m, if not nil, counts the answer links shown as text.
+type renderer struct {
+	r *render.Renderer
+	m *metrics.Metrics
+}
 
-func (r renderer) Render(reply messages.Reply) ([]byte, error) {
+func (r renderer) Render(reply messages.Reply) (messages.Rendered, error) {
 	sources := make([]render.Source, len(reply.Sources))
 	for i, s := range reply.Sources {
 		sources[i] = render.Source{URL: s.URL, Title: s.Title}
 	}
-	return r.r.Render(render.Answer{Markdown: reply.Markdown, Sources: sources, InReplyTo: render.Invoking{
+	out, err := r.r.RenderReply(render.Answer{Markdown: reply.Markdown, Sources: sources, InReplyTo: render.Invoking{
 		EventID: string(reply.InReplyTo.EventID), Sender: string(reply.InReplyTo.Sender), Body: reply.InReplyTo.Body,
 		ThreadRoot: string(reply.InReplyTo.ThreadRoot),
-	}})
+	}, CheckLinks: reply.CheckLinks, KnownURLs: reply.KnownURLs})
+	if err != nil {
+		return messages.Rendered{}, err
+	}
+	if r.m != nil && out.LinksUnverified > 0 {
+		r.m.LinksUnverified(out.LinksUnverified)
+	}
+	return messages.Rendered{Content: out.Content, LinksUnverified: out.LinksUnverified}, nil
 }
 
 // measuredContext times the context phase.

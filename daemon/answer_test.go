@@ -83,7 +83,7 @@ func TestAnswererFallbacks(t *testing.T) {
 			a := invocation.NewAnswerer(invocation.AnswererConfig{
 				Context: roomctx.New(downFetcher{}, "@lisa:hs", roomctx.Limits{MaxEvents: 10, MaxCharacters: 4000, MaxEventCharacters: 1000, MaxReplyDepth: 1}),
 				LLM:     &scriptLLM{resps: c.resps}, Persona: "persona", Limits: c.lim,
-				Render: renderer{render.New()}, GenericError: generic, OverloadError: overload,
+				Render: renderer{r: render.New()}, GenericError: generic, OverloadError: overload,
 			})
 			content, err := a.Invoke(context.Background(), &roompb.Candidate{RoomId: "!r:hs", EventId: "$e", Sender: "@u:hs", Body: "hi Lisa"}, 1)
 			if err != nil {
@@ -381,7 +381,7 @@ func TestAnswerRefusesInventedURLInToolLoop(t *testing.T) {
 				},
 			}}
 			a := invocation.NewAnswerer(invocation.AnswererConfig{
-				Context: fixedContext(room), LLM: llm, Render: renderer{render.New()},
+				Context: fixedContext(room), LLM: llm, Render: renderer{r: render.New()},
 				Sessions: svc, Tools: startToolPool(t, svc),
 				GenericError: "GENERIC", OverloadError: "OVERLOAD",
 			})

@@ -277,7 +277,7 @@ func corpusAnswerer(client *llm.Client, log *slog.Logger) *invocation.Answerer {
 	return invocation.NewAnswerer(invocation.AnswererConfig{
 		Context: fixedBlock(`<room_context room_id="!r:hs">` + "\n" + `<message sequence="1" event_id="$e" author_id="@u:hs" invocation="true">` +
 			"\nLisa, what do servers send?\n</message>\n</room_context>"),
-		LLM: client, Render: renderer{render.New()}, Sessions: sessions, Tools: directTools{sessions},
+		LLM: client, Render: renderer{r: render.New()}, Sessions: sessions, Tools: directTools{sessions},
 		Persona: "You are Lisa.", GenericError: "GENERIC", OverloadError: "OVERLOAD", Logger: log,
 		Limits: invocation.Limits{MaxToolOutputCharacters: 4000},
 	})

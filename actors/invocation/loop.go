@@ -188,7 +188,7 @@ func (r *run) answer(ctx context.Context, markdown string, cited []string, form 
 		cited = nil
 	}
 	attemptFrom(ctx).answered(form, len(cited))
-	ans := messages.Answer{Markdown: strings.TrimSpace(markdown), SourceURLs: slices.Clone(cited)}
+	ans := messages.Answer{Markdown: strings.TrimSpace(markdown), SourceURLs: slices.Clone(cited), ToolURLs: r.sources.urls()}
 	for _, u := range ans.SourceURLs {
 		if t := r.sources.title(u); t != "" {
 			if ans.Titles == nil {

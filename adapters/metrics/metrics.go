@@ -38,6 +38,7 @@ type Metrics struct {
 	tools       *prometheus.CounterVec
 	toolBytes   prometheus.Counter
 	lookups     *prometheus.CounterVec
+	links       prometheus.Counter
 }
 
 // New registers every instrument on a fresh registry.
@@ -61,8 +62,10 @@ func New(src Sources) *Metrics {
 			Help: "Bytes of tool output returned to the model."}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_redaction_lookups_total",
 			Help: "Ended lookups of Lisa's events to redact by kind (reply, reaction) and result (found, none, given_up, lookup_dropped)."}, []string{"kind", "result"}),
+		links: prometheus.NewCounter(prometheus.CounterOpts{Name: "lisa_answer_links_unverified_total",
+			Help: "Links and bare URLs of answers shown as text because their URL did not appear in the invocation."}),
 	}
-	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups,
+	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }
@@ -99,6 +102,10 @@ func (m *Metrics) ToolCall(tool, result string, bytes int) {
 	m.tools.WithLabelValues(tool, result).Inc()
 	m.toolBytes.Add(float64(bytes))
 }
+
+// LinksUnverified counts n links of an answer shown as text because
+// their URL did not appear in the invocation.
+func (m *Metrics) LinksUnverified(n int) { m.links.Add(float64(n)) }
 
 // Handler serves the metrics in Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
