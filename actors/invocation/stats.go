@@ -62,6 +62,9 @@ type attempt struct {
 	// links checked; linksUnverified counts those shown as text.
 	linksDone       bool
 	linksUnverified int
+	// reserved is why the attempt sent its reserved, tool-less request
+	// (max_tool_calls, max_iterations), or "".
+	reserved string
 }
 
 // attemptKey keys the attempt in a context.
@@ -173,6 +176,20 @@ func (a *attempt) linksChecked(n int) {
 	a.mu.Unlock()
 }
 
+// reservedRequest records and logs that the attempt turns to its
+// reserved request, for reason, after iterations LLM requests and calls
+// tool calls: the model is asked to answer from what it has gathered.
+func (a *attempt) reservedRequest(ctx context.Context, reason string, iterations, calls int) {
+	if a == nil {
+		return
+	}
+	a.log.InfoContext(ctx, "tool budget spent; the reserved request asks the model to answer from what it gathered",
+		"reason", reason, "iterations", iterations, "tool_calls", calls)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reserved = reason
+}
+
 // trimmed records that a request left out the excerpt's oldest events,
 // or shortened tool output, to fit the model's window (the most of each
 // over the attempt).
@@ -210,6 +227,9 @@ func (a *attempt) logAttrs() []any {
 	}
 	if a.hostSources {
 		attrs = append(attrs, "sources_by_host", true)
+	}
+	if a.reserved != "" {
+		attrs = append(attrs, "reserved_request", a.reserved)
 	}
 	if a.linksDone {
 		attrs = append(attrs, codeLinksUnverified, a.linksUnverified)
