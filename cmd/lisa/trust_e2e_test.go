@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/llmfake"
 	"github.com/lisabot/lisa/testkit/searxfake"
 )
@@ -105,5 +107,69 @@ func TestInventedLinksAreText(t *testing.T) {
 	awaitMetric(t, addr, "lisa_answer_links_unverified_total 2")
 	if strings.Contains(p.text(), "invented.example") {
 		t.Fatal("the log names an invented URL")
+	}
+}
+
+// TestBudgetEndsInAnAnswer (issue #32 item 2): a model that calls
+// web_search whenever tools are offered spends llm.max_tool_calls; Lisa's
+// next request offers none (tool_choice "none") and asks for the answer
+// from what was gathered, which the room gets as the one reply — never
+// the overload error — and the attempt's log line shows the reserved
+// request with the counters.
+func TestBudgetEndsInAnAnswer(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	const found = "https://found.example/tea"
+	searx := searxfake.Start(t, searxfake.WithDefault(searxfake.Results(searxfake.Result{URL: found, Title: "Tea", Content: "Tea is brewed at 80 degrees."})))
+	e.researchConfig(searx.URL(), true)
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(sentinelOr(func(r llmfake.Request) llmfake.Step {
+		if len(r.Tools) > 0 && string(r.ToolChoice) != `"none"` {
+			return llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": fmt.Sprintf("tea %d", toolMsgCount(r))}))
+		}
+		return llmfake.Answer("From my searches: brew it at 80 degrees.", found)
+	}))))
+	p := e.start("LISA_LLM__MAX_TOOL_CALLS=3", "LISA_LLM__MAX_ITERATIONS=8")
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(room, "Lisa, how hot should tea be?")
+	e.awaitReply(room, ev)
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+
+	if body := e.replyBody(room, ev); !strings.Contains(body, "brew it at 80 degrees") || strings.Contains(body, "Too much at once.") {
+		t.Fatalf("reply = %q, want the answer from the searches", body)
+	}
+	var reqs []llmfake.Request
+	for _, r := range e.llm.Requests() {
+		if !strings.Contains(demo.InvocationText(firstUser(r)), "sentinel") {
+			reqs = append(reqs, r)
+		}
+	}
+	if len(reqs) != 4 {
+		t.Fatalf("%d LLM requests for the question, want 4 (3 with tools, the reserved one)", len(reqs))
+	}
+	for i, r := range reqs {
+		want := `"auto"`
+		if i == 3 {
+			want = `"none"`
+		}
+		if string(r.ToolChoice) != want {
+			t.Errorf("request %d: tool_choice %s, want %s", i, r.ToolChoice, want)
+		}
+	}
+	if n := toolMsgCount(reqs[3]); n != 3 {
+		t.Errorf("the reserved request carries %d tool results, want 3", n)
+	}
+	var line map[string]any
+	for _, r := range p.logRecords("invocation attempt finished") {
+		if r["code"] == "ok" && r["tool_calls"] == 3.0 {
+			line = r
+		}
+	}
+	if line == nil || line["reserved_request"] != "max_tool_calls" || line["iterations"] != 4.0 || line["fallback"] != nil {
+		t.Fatalf("attempt line %v: want reserved_request max_tool_calls, iterations 4, no fallback\n%s", line, p.text())
+	}
+	if recs := p.logRecords("tool budget spent; the reserved request asks the model to answer from what it gathered"); len(recs) != 1 ||
+		recs[0]["reason"] != "max_tool_calls" || recs[0]["tool_calls"] != 3.0 || recs[0]["iterations"] != 3.0 {
+		t.Fatalf("reserved request records = %v", recs)
 	}
 }
