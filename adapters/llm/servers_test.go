@@ -268,7 +268,8 @@ func TestTextToolCalls(t *testing.T) {
 
 // TestReportedOncePerCause: a refusal only the operator can fix is logged
 // at ERROR once per cause — not per request — and again after an hour if
-// it persists; transient failures are not.
+// it persists; in between, its repeats and transient failures are logged
+// at WARN (issue #32: every failure is logged, with its status).
 func TestReportedOncePerCause(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -287,10 +288,52 @@ func TestReportedOncePerCause(t *testing.T) {
 		!strings.Contains(buf.String(), `"cause":"model_not_found"`) || !strings.Contains(buf.String(), `"model":"typo"`) {
 		t.Fatalf("%d ERROR lines:\n%s", n, buf.String())
 	}
+	if n := strings.Count(buf.String(), `"level":"WARN"`); n != 5 || strings.Count(buf.String(), `"cause":"server_error","status":500`) != 3 {
+		t.Fatalf("%d WARN lines (2 repeated refusals, 3 server errors):\n%s", n, buf.String())
+	}
 	now = now.Add(61 * time.Minute)
 	srv.Enqueue(notFound)
 	_, _ = cl.Chat(context.Background(), simpleRequest())
 	if n := strings.Count(buf.String(), `"level":"ERROR"`); n != 2 {
 		t.Fatalf("after an hour: %d ERROR lines", n)
+	}
+}
+
+// TestServerMessageRedactedThenBounded (issue #32): the server's message
+// passes through Config.Redact and loses the API key before it is cut to
+// maxServerMessage, so a secret near the cut is never kept in part; each
+// attempt is told to OnAttempt; transient failures are logged at WARN
+// with the attempt and whether another follows.
+func TestServerMessageRedactedThenBounded(t *testing.T) {
+	const other = "other-SECRET-token"
+	srv := llmfake.Start(t)
+	var buf bytes.Buffer
+	var outcomes []string
+	cl, _ := chatClient(srv, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+		c.Redact = func(s string) string { return strings.ReplaceAll(s, other, "[REDACTED]") }
+		c.OnAttempt = func(err *messages.Error) {
+			if err == nil {
+				outcomes = append(outcomes, "answered")
+				return
+			}
+			outcomes = append(outcomes, string(messages.LLMCauseOf(err)))
+		}
+	})
+	pad := strings.Repeat("y", maxServerMessage-10)
+	srv.Enqueue(llmfake.Error(503, pad+" "+testKey+" "+other), llmfake.Error(503, other+" "+pad+" "+testKey), llmfake.Answer("ok"))
+	if _, err := cl.Chat(context.Background(), simpleRequest()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Contains(out, testKey[:6]) || strings.Contains(out, other[:6]) {
+		t.Fatalf("a secret, or a part of one, is in the log:\n%s", out)
+	}
+	if !strings.Contains(out, `"server_message":"[REDACTED] yyy`) || strings.Count(out, `"level":"WARN"`) != 2 ||
+		!strings.Contains(out, `"attempt":1,"retry":true`) || !strings.Contains(out, `"attempt":2,"retry":true`) {
+		t.Errorf("log:\n%s", out)
+	}
+	if got := strings.Join(outcomes, ","); got != "server_error,server_error,answered" {
+		t.Errorf("attempts told = %q, want two server errors and an answer", got)
 	}
 }

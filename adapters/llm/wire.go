@@ -20,8 +20,14 @@ import (
 // far below what a model stuck in a loop can write.
 const DefaultMaxResponseBytes = 4 << 20
 
-// maxServerMessage bounds the server's error text kept in an LLMFailure.
+// maxServerMessage bounds the server's error text kept in an LLMFailure,
+// after the secrets in it are redacted.
 const maxServerMessage = 300
+
+// maxRawServerMessage bounds the server's error text read from a reply,
+// before redaction: longer than maxServerMessage, so that a secret the
+// server echoes near the cut is redacted whole rather than cut in two.
+const maxRawServerMessage = 4096
 
 // errResponseTooLarge ends a reply whose body exceeds the bound.
 var errResponseTooLarge = errors.New("llm: response body exceeds the size limit")
@@ -174,12 +180,12 @@ func parseWireError(body []byte) *wireError {
 	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
-		return &wireError{Message: clipText(string(body), maxServerMessage)}
+		return &wireError{Message: clipText(string(body), maxRawServerMessage)}
 	}
 	if raw, ok := top["error"]; ok {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			return &wireError{Message: clipText(s, maxServerMessage)}
+			return &wireError{Message: clipText(s, maxRawServerMessage)}
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) == nil {
@@ -190,16 +196,16 @@ func parseWireError(body []byte) *wireError {
 		return errorFields(top)
 	}
 	if raw, ok := top["detail"]; ok {
-		return &wireError{Message: clipText(rawText(raw), maxServerMessage)}
+		return &wireError{Message: clipText(rawText(raw), maxRawServerMessage)}
 	}
-	return &wireError{Message: clipText(string(body), maxServerMessage)}
+	return &wireError{Message: clipText(string(body), maxRawServerMessage)}
 }
 
 // errorFields reads message, type, code and param of an error object;
 // code may be a string or a number.
 func errorFields(obj map[string]json.RawMessage) *wireError {
 	we := &wireError{
-		Message: clipText(rawText(obj["message"]), maxServerMessage),
+		Message: clipText(rawText(obj["message"]), maxRawServerMessage),
 		Type:    rawText(obj["type"]),
 		Param:   rawText(obj["param"]),
 	}
