@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"maunium.net/go/mautrix/id"
 
+	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/devkit/demo"
 	"github.com/lisabot/lisa/testkit/llmfake"
 	"github.com/lisabot/lisa/testkit/searxfake"
@@ -172,4 +178,87 @@ func TestBudgetEndsInAnAnswer(t *testing.T) {
 		recs[0]["reason"] != "max_tool_calls" || recs[0]["tool_calls"] != 3.0 || recs[0]["iterations"] != 3.0 {
 		t.Fatalf("reserved request records = %v", recs)
 	}
+}
+
+// TestLLMRefusalIsDiagnosed (issue #32 item 3): while the LLM server
+// refuses the API key, the room gets the persona's error, the log holds
+// one ERROR line with the code, the cause, the status, the server's
+// message (the key it echoes redacted) and the setting to check, the
+// metric counts the cause, and lisa health is degraded; once the server
+// answers again, lisa health is healthy.
+func TestLLMRefusalIsDiagnosed(t *testing.T) {
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	e.llmKey = "sk-e2e-wrong-key-0123456789"
+	var accept atomic.Bool
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
+		if !accept.Load() {
+			return llmfake.Error(401, "Incorrect API key provided: "+e.llmKey+". You can find your API key in your account settings.")
+		}
+		return llmfake.Answer("done")
+	})))
+	addr := metricsAddr(t)
+	p := e.start("LISA_RUNTIME__METRICS_LISTEN=" + addr)
+	e.awaitLog(p, "sync baseline recorded")
+	health := func() (int, healthOut) {
+		t.Helper()
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"health", "--config", filepath.Join(e.dir, "lisa.toml")},
+			strings.NewReader(""), &out, &bytes.Buffer{}, lookupFrom(nil))
+		var h healthOut
+		if err := json.Unmarshal(out.Bytes(), &h); err != nil {
+			t.Fatalf("health output %q: %v", out.String(), err)
+		}
+		return code, h
+	}
+	if code, h := health(); code != 0 {
+		t.Fatalf("before any request: lisa health exit %d: %+v", code, h)
+	}
+
+	for i, q := range []string{"Lisa, are you there?", "Lisa, and now?"} {
+		ev := e.mention(room, q)
+		e.awaitReply(room, ev)
+		if body := e.replyBody(room, ev); !strings.Contains(body, "Sorry, I got tangled.") {
+			t.Fatalf("reply %d = %q, want the persona's generic error", i, body)
+		}
+	}
+	recs := p.logRecords(llm.RefusedMessage)
+	if len(recs) != 1 {
+		t.Fatalf("%d ERROR lines for the refused key, want 1:\n%s", len(recs), p.text())
+	}
+	r := recs[0]
+	if r["level"] != "ERROR" || r["code"] != "llm_rejected" || r["cause"] != "unauthorized" || r["status"] != 401.0 ||
+		r["server_message"] != "Incorrect API key provided: [REDACTED]. You can find your API key in your account settings." ||
+		!strings.Contains(r["fix"].(string), "llm.api_key") {
+		t.Fatalf("ERROR line = %v", r)
+	}
+	if again := p.logRecords("the LLM server refused the request again; the configuration must change"); len(again) != 1 || again[0]["level"] != "WARN" {
+		t.Fatalf("the second refusal's line = %v", again)
+	}
+	if strings.Contains(p.text(), e.llmKey) || strings.Contains(p.text(), "sk-e2e") {
+		t.Fatal("the API key is in the log")
+	}
+	awaitMetric(t, addr, `lisa_llm_failures_total{cause="unauthorized"} 2`)
+	code, h := health()
+	if code != 1 || h.Status != "degraded" || h.LLMRefusing != "unauthorized" || len(h.Reasons) != 1 ||
+		!strings.Contains(h.Reasons[0], "unauthorized, HTTP 401") {
+		t.Fatalf("while the key is refused: lisa health exit %d: %+v", code, h)
+	}
+
+	accept.Store(true)
+	sentinel := e.settle(room)
+	if body := e.replyBody(room, sentinel); !strings.Contains(body, "done") {
+		t.Fatalf("reply once the server answers = %q", body)
+	}
+	if code, h := health(); code != 0 || h.Status != "healthy" || h.LLMRefusing != "" {
+		t.Fatalf("once the server answers: lisa health exit %d: %+v", code, h)
+	}
+	awaitMetric(t, addr, "lisa_llm_refusing 0")
+}
+
+// healthOut is what lisa health prints.
+type healthOut struct {
+	Status      string   `json:"status"`
+	Reasons     []string `json:"reasons"`
+	LLMRefusing string   `json:"llm_refusing"`
 }
