@@ -108,6 +108,10 @@ func TestErrorShapes(t *testing.T) {
 		{"top-level object (older vLLM, Mistral)", 400, `{"object":"error","message":"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set","type":"BadRequestError","param":null,"code":400}`,
 			messages.CauseToolsUnsupported, "", true, "auto"},
 		{"FastAPI detail", 422, `{"detail":"Extra inputs are not permitted: strict"}`, messages.CauseParameterRefused, "strict", true, "Extra inputs"},
+		// pydantic's validation errors: their input echoes the request
+		// (the room's messages); only where and what are kept.
+		{"FastAPI validation errors", 422, `{"detail":[{"type":"missing","loc":["body","messages",1,"content"],"msg":"Field required","input":{"role":"user","content2":"ROOM-CANARY"}}]}`,
+			messages.CauseRejected, "", true, "body.messages.1.content: Field required"},
 		{"plain text page", 502, "<html><body>Bad Gateway</body></html>", messages.CauseServerError, "", false, "<body>"},
 		{"unauthorized", 401, `{"error":{"message":"Incorrect API key provided: sk-...","type":"invalid_request_error","code":"invalid_api_key"}}`,
 			messages.CauseUnauthorized, "", true, "Incorrect API key"},
@@ -128,6 +132,9 @@ func TestErrorShapes(t *testing.T) {
 			}
 			if !strings.Contains(f.Message, c.msg) || len(f.Message) > maxServerMessage+len("…") {
 				t.Errorf("server message = %q", f.Message)
+			}
+			if strings.Contains(f.Message, "CANARY") {
+				t.Errorf("the server's message keeps the request it echoes: %q", f.Message)
 			}
 			if strings.Contains(err.Error(), c.msg) {
 				t.Errorf("the error's text carries the server's: %v", err)

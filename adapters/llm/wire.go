@@ -196,7 +196,7 @@ func parseWireError(body []byte) *wireError {
 		return errorFields(top)
 	}
 	if raw, ok := top["detail"]; ok {
-		return &wireError{Message: clipText(rawText(raw), maxRawServerMessage)}
+		return &wireError{Message: clipText(detailText(raw), maxRawServerMessage)}
 	}
 	return &wireError{Message: clipText(string(body), maxRawServerMessage)}
 }
@@ -234,6 +234,28 @@ func rawText(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
+}
+
+// detailText reads a FastAPI "detail": a string, or pydantic's list of
+// validation errors, of which only where ("loc") and what ("msg") are
+// kept — their "input" echoes the request, the room's messages with it.
+func detailText(raw json.RawMessage) string {
+	var items []struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(raw, &items) != nil {
+		return rawText(raw)
+	}
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		loc := make([]string, 0, len(it.Loc))
+		for _, l := range it.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.Join(loc, ".")+": "+it.Msg)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // errorInOK reports an error object in a 2xx chat reply that has no
