@@ -232,6 +232,18 @@ func TestLLMRefusalIsDiagnosed(t *testing.T) {
 		!strings.Contains(r["fix"].(string), "llm.api_key") {
 		t.Fatalf("ERROR line = %v", r)
 	}
+	attempts := 0
+	for _, a := range p.logRecords("invocation attempt finished") {
+		if a["code"] == "llm_rejected" {
+			attempts++
+			if a["cause"] != "unauthorized" {
+				t.Errorf("attempt line without the cause: %v", a)
+			}
+		}
+	}
+	if attempts != 2 {
+		t.Errorf("%d attempt lines with llm_rejected, want 2", attempts)
+	}
 	if again := p.logRecords("the LLM server refused the request again; the configuration must change"); len(again) != 1 || again[0]["level"] != "WARN" {
 		t.Fatalf("the second refusal's line = %v", again)
 	}
