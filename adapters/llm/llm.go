@@ -75,7 +75,8 @@ type Config struct {
 	Redact func(string) string
 	// OnAttempt, if set, is told the outcome of each HTTP attempt of
 	// [Client.Chat]: nil for a reply read in full, else its classified
-	// failure (metrics, health).
+	// failure (metrics, health). An attempt the caller cancelled is
+	// neither told nor logged.
 	OnAttempt func(err *messages.Error)
 	// Timeout bounds one HTTP attempt; the caller's deadline still
 	// applies.
@@ -246,6 +247,11 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 	oreq := c.chatRequest(req)
 	for attempt := 1; ; attempt++ {
 		resp, err := c.chatOnce(ctx, oreq)
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			// The caller gave up (a redacted question, a shutdown): no
+			// failure of the server's to log or count.
+			return messages.ChatResponse{}, err
+		}
 		if c.cfg.OnAttempt != nil {
 			c.cfg.OnAttempt(err)
 		}

@@ -344,3 +344,28 @@ func TestServerMessageRedactedThenBounded(t *testing.T) {
 		t.Errorf("attempts told = %q, want two server errors and an answer", got)
 	}
 }
+
+// TestCancelledAttemptIsNoFailure: an attempt the caller cancels (a
+// redacted question, a shutdown) is no failure of the server's: nothing
+// is logged and OnAttempt is not told.
+func TestCancelledAttemptIsNoFailure(t *testing.T) {
+	srv := llmfake.Start(t)
+	var buf bytes.Buffer
+	told := 0
+	cl, _ := chatClient(srv, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+		c.OnAttempt = func(*messages.Error) { told++ }
+	})
+	srv.Enqueue(llmfake.Hang())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_ = srv.WaitForInFlight(context.Background(), 1)
+		cancel()
+	}()
+	if _, err := cl.Chat(ctx, simpleRequest()); err == nil {
+		t.Fatal("a cancelled request succeeded")
+	}
+	if told != 0 || buf.Len() != 0 {
+		t.Errorf("told %d times, log:\n%s", told, buf.String())
+	}
+}
