@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lisabot/lisa/actors/room"
+	"github.com/lisabot/lisa/adapters/llm"
+	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/messages"
 )
 
@@ -95,6 +97,10 @@ type HealthReport struct {
 	// EncryptedRooms are allowed rooms Lisa cannot read because they are
 	// end-to-end encrypted; each is also a reason (see encryption.go).
 	EncryptedRooms []string `json:"encrypted_rooms,omitempty"`
+	// LLMRefusing is the cause of the LLM server's last refusal while it
+	// refuses every request until the configuration changes (see
+	// llmRefusalReason); also a reason.
+	LLMRefusing string `json:"llm_refusing,omitempty"`
 }
 
 // Handle answers admin-socket commands. It reads the mailbox registry and
@@ -348,6 +354,7 @@ func (d *Daemon) health() HealthReport {
 	if st, err := d.tools.Status(askTimeout); err == nil {
 		r.ToolQueue = st.Queued
 	}
+	r = llmHealth(r, d.met, now)
 	if len(r.Reasons) > 0 {
 		r.Status = "degraded"
 	}
@@ -370,4 +377,32 @@ func crashOptions(armed bool) []actor.PropsOption {
 			next(c, env)
 		}
 	})}
+}
+
+// llmHealth adds to r the LLM server's refusal of every request, which
+// met keeps (nil: none): a reason, and the status degraded.
+func llmHealth(r HealthReport, met *metrics.Metrics, now time.Time) HealthReport {
+	if met == nil {
+		return r
+	}
+	rf, ok := met.LLMRefusing()
+	if !ok {
+		return r
+	}
+	r.LLMRefusing = rf.Cause
+	r.Reasons = append(r.Reasons, llmRefusalReason(rf, now))
+	r.Status = "degraded"
+	return r
+}
+
+// llmRefusalReason says in a health reason that the LLM server refuses
+// every request: the cause, the HTTP status, for how long, and where the
+// setting to check is named.
+func llmRefusalReason(rf metrics.LLMRefusal, now time.Time) string {
+	status := ""
+	if rf.Status != 0 {
+		status = fmt.Sprintf(", HTTP %d", rf.Status)
+	}
+	return fmt.Sprintf("the LLM server refuses every request (%s%s) for %s; the ERROR line %q names the setting to check",
+		rf.Cause, status, now.Sub(rf.Since).Round(time.Second), llm.RefusedMessage)
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/actors/tools"
 	"github.com/lisabot/lisa/adapters/llm"
+	"github.com/lisabot/lisa/adapters/logging"
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/render"
@@ -35,6 +37,7 @@ var (
 	_ invocation.ExcerptBuilder = measuredContext{}
 	_ invocation.Renderer       = renderer{}
 	_ invocation.ToolSessions   = (*research.Service)(nil)
+	_ invocation.URLKnower      = (*research.Service)(nil)
 	_ invocation.ToolRunner     = (*tools.Client)(nil)
 	_ tools.Handler             = (*research.Service)(nil)
 	_ research.LimitedSearcher  = (*search.Client)(nil)
@@ -79,7 +82,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 			MaxEventCharacters: cfg.Context.MaxEventCharacters, MaxReplyDepth: cfg.Context.MaxReplyDepth,
 			WindowStepEvents: cfg.Context.WindowStepEvents,
 		}).WithLogger(log)
-		llmPort  invocation.LLM        = llmClient(cfg, res.LLMAPIKey.Reveal(), met, log)
+		llmPort  invocation.LLM        = llmClient(cfg, res.LLMAPIKey.Reveal(), logging.NewRedactor(io.Discard, res.Secrets()).Redact, met, log)
 		toolPort invocation.ToolRunner = pool
 	)
 	if met != nil {
@@ -90,7 +93,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 	return invocation.NewAnswerer(invocation.AnswererConfig{
 		Context:  contextPort,
 		LLM:      llmPort,
-		Render:   renderer{render.New()},
+		Render:   renderer{r: render.New(), m: met},
 		Sessions: sessions,
 		Tools:    toolPort,
 		Persona:  res.Persona,
@@ -119,9 +122,12 @@ func personaLocation(name string, log *slog.Logger) *time.Location {
 	return loc
 }
 
-func llmClient(cfg config.Config, key string, met *metrics.Metrics, log *slog.Logger) *llm.Client {
+// llmClient builds the LLM client: every failure's server message passes
+// through redact, every attempt is counted by its outcome and kept for
+// `lisa health` (see observeLLM).
+func llmClient(cfg config.Config, key string, redact func(string) string, met *metrics.Metrics, log *slog.Logger) *llm.Client {
 	return llm.New(llm.Config{
-		OnRetry: met.LLMRetry, Logger: log,
+		OnRetry: met.LLMRetry, Logger: log, Redact: redact, OnAttempt: observeLLM(met),
 		BaseURL: cfg.LLM.BaseURL, APIKey: key, Model: cfg.LLM.Model,
 		MaxOutputTokens: cfg.LLM.MaxOutputTokens, Temperature: cfg.LLM.Temperature, TokenLimitParameter: cfg.LLM.TokenLimitParameter,
 		ResponseFormat: cfg.LLM.ResponseFormat, TextToolCalls: cfg.LLM.TextToolCalls,
@@ -131,18 +137,61 @@ func llmClient(cfg config.Config, key string, met *metrics.Metrics, log *slog.Lo
 	})
 }
 
-// renderer adapts the render adapter to the invocation's Renderer port.
-type renderer struct{ r *render.Renderer }
+// refusingCauses are the LLM failures after which the server refuses
+// every request until the configuration changes: a refused key, an
+// unknown model, a refused parameter, any other refusal of the request
+// (a wrong llm.base_url). `lisa health` is degraded from one of them
+// until a request is answered. A request over the server's window and
+// tools the model cannot take concern some requests, not every one.
+var refusingCauses = map[messages.LLMCause]bool{
+	messages.CauseUnauthorized: true, messages.CauseModelNotFound: true,
+	messages.CauseParameterRefused: true, messages.CauseRejected: true,
+}
 
-func (r renderer) Render(reply messages.Reply) ([]byte, error) {
+// observeLLM returns what the LLM client tells of each attempt, or nil
+// without metrics: a failure is counted by its cause, a refusal of every
+// request kept for `lisa health` until an attempt is answered.
+func observeLLM(met *metrics.Metrics) func(*messages.Error) {
+	if met == nil {
+		return nil
+	}
+	return func(err *messages.Error) {
+		if err == nil {
+			met.LLMAnswered()
+			return
+		}
+		f := messages.LLMFailureOf(err)
+		if f == nil || f.Cause == "" {
+			met.LLMFailed(string(err.Code), 0, false)
+			return
+		}
+		met.LLMFailed(string(f.Cause), f.Status, err.Permanent && refusingCauses[f.Cause])
+	}
+}
+
+// renderer adapts the render adapter to the invocation's Renderer port;
+// m, if not nil, counts the answer links shown as text.
+type renderer struct {
+	r *render.Renderer
+	m *metrics.Metrics
+}
+
+func (r renderer) Render(reply messages.Reply) (messages.Rendered, error) {
 	sources := make([]render.Source, len(reply.Sources))
 	for i, s := range reply.Sources {
 		sources[i] = render.Source{URL: s.URL, Title: s.Title}
 	}
-	return r.r.Render(render.Answer{Markdown: reply.Markdown, Sources: sources, InReplyTo: render.Invoking{
+	out, err := r.r.RenderReply(render.Answer{Markdown: reply.Markdown, Sources: sources, InReplyTo: render.Invoking{
 		EventID: string(reply.InReplyTo.EventID), Sender: string(reply.InReplyTo.Sender), Body: reply.InReplyTo.Body,
 		ThreadRoot: string(reply.InReplyTo.ThreadRoot),
-	}})
+	}, CheckLinks: reply.CheckLinks, KnownURLs: reply.KnownURLs})
+	if err != nil {
+		return messages.Rendered{}, err
+	}
+	if r.m != nil && out.LinksUnverified > 0 {
+		r.m.LinksUnverified(out.LinksUnverified)
+	}
+	return messages.Rendered{Content: out.Content, LinksUnverified: out.LinksUnverified}, nil
 }
 
 // measuredContext times the context phase.

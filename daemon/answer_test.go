@@ -83,7 +83,7 @@ func TestAnswererFallbacks(t *testing.T) {
 			a := invocation.NewAnswerer(invocation.AnswererConfig{
 				Context: roomctx.New(downFetcher{}, "@lisa:hs", roomctx.Limits{MaxEvents: 10, MaxCharacters: 4000, MaxEventCharacters: 1000, MaxReplyDepth: 1}),
 				LLM:     &scriptLLM{resps: c.resps}, Persona: "persona", Limits: c.lim,
-				Render: renderer{render.New()}, GenericError: generic, OverloadError: overload,
+				Render: renderer{r: render.New()}, GenericError: generic, OverloadError: overload,
 			})
 			content, err := a.Invoke(context.Background(), &roompb.Candidate{RoomId: "!r:hs", EventId: "$e", Sender: "@u:hs", Body: "hi Lisa"}, 1)
 			if err != nil {
@@ -134,6 +134,7 @@ func TestAnswerLoopOverTheWire(t *testing.T) {
 		want     messages.Answer
 		wantErr  messages.Code
 		wantReqs int
+		check    func(t *testing.T, reqs []llmfake.Request)
 	}{
 		{name: "final answer", steps: []llmfake.Step{llmfake.Answer("hi")}, want: messages.Answer{Markdown: "hi"}, wantReqs: 1},
 		{name: "several tool rounds", steps: []llmfake.Step{
@@ -153,10 +154,24 @@ func TestAnswerLoopOverTheWire(t *testing.T) {
 			llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": "1"})),
 			llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": "2"})),
 		}, want: messages.Answer{Fallback: messages.FallbackOverload}, wantReqs: 2},
+		// Issue #32: the spent tool budget leaves one request, sent with
+		// tool_choice "none", that answers from what was gathered; a model
+		// that still calls tools in it and in its repair gets the overload
+		// error (three requests now, two before).
+		{name: "tool budget exhausted: the reserved request answers", lim: invocation.Limits{MaxIterations: 8, MaxToolCalls: 1}, steps: []llmfake.Step{
+			llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": "1"})),
+			llmfake.Answer("from the search", "https://example.org/1"),
+		}, want: messages.Answer{Markdown: "from the search", SourceURLs: []string{"https://example.org/1"}}, wantReqs: 2,
+			check: func(t *testing.T, reqs []llmfake.Request) {
+				if string(reqs[0].ToolChoice) != `"auto"` || string(reqs[1].ToolChoice) != `"none"` {
+					t.Errorf("tool_choice = %s, then %s; want \"auto\", then \"none\"", reqs[0].ToolChoice, reqs[1].ToolChoice)
+				}
+			}},
 		{name: "tool budget exhausted", lim: invocation.Limits{MaxIterations: 8, MaxToolCalls: 1}, steps: []llmfake.Step{
 			llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": "1"})),
 			llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": "2"})),
-		}, want: messages.Answer{Fallback: messages.FallbackOverload}, wantReqs: 2},
+			llmfake.ToolCalls(llmfake.Call("web_search", map[string]string{"query": "3"})),
+		}, want: messages.Answer{Fallback: messages.FallbackOverload}, wantReqs: 3},
 		{name: "malformed final JSON repaired", steps: []llmfake.Step{
 			llmfake.Text("plain prose, not JSON"), llmfake.Answer("fixed"),
 		}, want: messages.Answer{Markdown: "fixed"}, wantReqs: 2},
@@ -207,6 +222,9 @@ func TestAnswerLoopOverTheWire(t *testing.T) {
 			}
 			if !strings.HasPrefix(reqs[0].Messages[0].Content, invocation.SystemPrompt("be kind", nil)[:40]) {
 				t.Fatalf("system prompt does not start with host policy: %.80q", reqs[0].Messages[0].Content)
+			}
+			if c.check != nil {
+				c.check(t, reqs)
 			}
 		})
 	}
@@ -381,7 +399,7 @@ func TestAnswerRefusesInventedURLInToolLoop(t *testing.T) {
 				},
 			}}
 			a := invocation.NewAnswerer(invocation.AnswererConfig{
-				Context: fixedContext(room), LLM: llm, Render: renderer{render.New()},
+				Context: fixedContext(room), LLM: llm, Render: renderer{r: render.New()},
 				Sessions: svc, Tools: startToolPool(t, svc),
 				GenericError: "GENERIC", OverloadError: "OVERLOAD",
 			})

@@ -46,7 +46,10 @@ type Daemon struct {
 	tools       *tools.Client
 	admin       *admin.Server
 	metrics     *metrics.Server
-	crashable   bool
+	// met are the daemon's instruments; health reads the LLM's refusal
+	// from them.
+	met       *metrics.Metrics
+	crashable bool
 	// syncAgeLimit: without a successful sync for this long, Lisa is
 	// degraded.
 	syncAgeLimit time.Duration
@@ -122,7 +125,7 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	pool := tools.NewClient(sys.Root, sys.ToolsPID())
 	source := newSource(cfg, deps, store, clean, log)
 	d := &Daemon{crashable: deps.Crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
-		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool,
+		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool, met: met,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second,
 		trail:        trail.New(cfg.Runtime.TrailEvents, log),
 		names:        &roomNames{}}

@@ -242,8 +242,10 @@ func checkReportedOnce(t *testing.T, a *invocation.Answerer, srv *llmfake.Server
 	if want.cause == messages.CauseModelNotFound && !strings.Contains(e["server_models"].(string), "other-model") {
 		t.Errorf("the ERROR line does not list the server's models: %v", e)
 	}
-	if strings.Contains(logs.String(), "Unsupported") || strings.Contains(logs.String(), "does not exist") {
-		t.Errorf("the server's text reached the log:\n%s", logs.String())
+	// Issue #32: the server's own message is logged, bounded, in
+	// server_message (it was kept out of the log before).
+	if msg, _ := e["server_message"].(string); strings.TrimSpace(msg) == "" || len(msg) > 300+len("…") {
+		t.Errorf("the ERROR line lacks the server's message: %v", e)
 	}
 }
 
@@ -277,7 +279,7 @@ func corpusAnswerer(client *llm.Client, log *slog.Logger) *invocation.Answerer {
 	return invocation.NewAnswerer(invocation.AnswererConfig{
 		Context: fixedBlock(`<room_context room_id="!r:hs">` + "\n" + `<message sequence="1" event_id="$e" author_id="@u:hs" invocation="true">` +
 			"\nLisa, what do servers send?\n</message>\n</room_context>"),
-		LLM: client, Render: renderer{render.New()}, Sessions: sessions, Tools: directTools{sessions},
+		LLM: client, Render: renderer{r: render.New()}, Sessions: sessions, Tools: directTools{sessions},
 		Persona: "You are Lisa.", GenericError: "GENERIC", OverloadError: "OVERLOAD", Logger: log,
 		Limits: invocation.Limits{MaxToolOutputCharacters: 4000},
 	})

@@ -149,6 +149,10 @@ type Answer struct {
 	Fallback Fallback
 	// Titles maps cited URLs to titles the tools reported, when known.
 	Titles map[string]string
+	// ToolURLs are the URLs successful tool calls of this invocation
+	// returned (the source registry), whether cited or not: links to them
+	// in Markdown are verified.
+	ToolURLs []string
 }
 
 // Excerpt is the room context of one invocation in parts, so that the
@@ -193,6 +197,26 @@ type Reply struct {
 	Sources []Source
 	// InReplyTo is the invoking message.
 	InReplyTo Invoking
+	// CheckLinks is set when Markdown is the model's: a link or bare URL
+	// in it to an http(s) URL that is not one of KnownURLs (compared
+	// after normalisation) is shown as text, not as a link, and counted.
+	// Links to Matrix users and rooms (matrix.to, matrix:) keep the
+	// renderer's other rules. The persona's own texts are not checked.
+	CheckLinks bool
+	// KnownURLs are the URLs that appeared in this invocation: in the
+	// invoking message, the room context or a successful tool result.
+	KnownURLs []string
+}
+
+// Rendered is the reply content the renderer made of a [Reply], and what
+// it changed in the answer.
+type Rendered struct {
+	// Content is the exact JSON content of the reply event.
+	Content []byte
+	// LinksUnverified counts the links and bare URLs of the answer shown
+	// as text because their URL did not appear in the invocation (see
+	// Reply.CheckLinks).
+	LinksUnverified int
 }
 
 // Source is one cited web source.

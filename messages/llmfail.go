@@ -42,7 +42,8 @@ const (
 // LLMFailure describes a failed LLM request for diagnosis: the HTTP
 // status, the cause, the refused parameter and what the server said. It
 // travels as the Err of a *[Error]. Message is the server's own text,
-// bounded; it may echo the request, so it is never logged unredacted.
+// with the secrets redacted, then bounded; it may echo the request, so it
+// is kept out of the error's text and logged only by the LLM adapter.
 type LLMFailure struct {
 	// Status is the HTTP status of the reply; 0 when none came.
 	Status int
@@ -55,7 +56,7 @@ type LLMFailure struct {
 	// sent them (for example "invalid_request_error",
 	// "unsupported_parameter").
 	Type, ServerCode string
-	// Message is the server's error text, bounded.
+	// Message is the server's error text, redacted, then bounded.
 	Message string
 }
 

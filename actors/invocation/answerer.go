@@ -79,18 +79,26 @@ func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([
 	}
 	block := excerpt.Block()
 	var tools []Tool
-	if s := a.cfg.Sessions; s != nil && a.cfg.Tools != nil && !a.toolsOff.Load() {
+	known := func() []string { return nil }
+	if s := a.cfg.Sessions; s != nil {
 		// A fresh session per invocation: its own artifacts, sources and
 		// known URLs. fetch_web_page fetches only URLs known to it: those
 		// of the invoking message and the room context, then of search
-		// results and fetched pages.
+		// results and fetched pages. The answer's links are checked
+		// against the same URLs, so the session is opened even when the
+		// model takes no tools.
 		id, err := s.Open(c.GetBody(), block)
 		if err != nil {
 			return nil, &messages.Error{Code: messages.CodeInternal, Message: "no tool session available", Err: err}
 		}
 		defer s.Close(id)
-		for _, spec := range s.Specs() {
-			tools = append(tools, sessionTool{spec: spec, run: a.cfg.Tools, session: id})
+		if k, ok := s.(URLKnower); ok {
+			known = func() []string { return k.KnownURLs(id) }
+		}
+		if a.cfg.Tools != nil && !a.toolsOff.Load() {
+			for _, spec := range s.Specs() {
+				tools = append(tools, sessionTool{spec: spec, run: a.cfg.Tools, session: id})
+			}
 		}
 	}
 	facts := Facts{Now: a.cfg.Now(), Location: a.cfg.Location, Room: room}
@@ -106,6 +114,9 @@ func (a *Answerer) Invoke(ctx context.Context, c *roompb.Candidate, _ uint32) ([
 	}
 	if err != nil {
 		return nil, err // transient failures are retried; the last attempt's failure becomes generic_error
+	}
+	if ans.Fallback == messages.FallbackNone {
+		ans.ToolURLs = append(ans.ToolURLs, known()...)
 	}
 	return a.render(ctx, c, ans)
 }
@@ -137,9 +148,12 @@ func (a *Answerer) buildContext(ctx context.Context, c *roompb.Candidate) (messa
 }
 
 // render makes the reply content for ans, replacing fallbacks and
-// unrenderable answers with the persona's texts.
+// unrenderable answers with the persona's texts. The model's answer has
+// its links checked against the URLs of the invocation (ans.ToolURLs,
+// which Invoke completes with the session's known URLs); the persona's
+// texts are the operator's and are not checked.
 func (a *Answerer) render(ctx context.Context, c *roompb.Candidate, ans messages.Answer) ([]byte, error) {
-	markdown := ans.Markdown
+	markdown, check := ans.Markdown, ans.Fallback == messages.FallbackNone
 	switch ans.Fallback {
 	case messages.FallbackGeneric:
 		markdown, ans.SourceURLs = a.cfg.GenericError, nil
@@ -152,18 +166,26 @@ func (a *Answerer) render(ctx context.Context, c *roompb.Candidate, ans messages
 	}
 	invoking := messages.Invoking{EventID: messages.EventID(c.GetEventId()), Sender: messages.UserID(c.GetSender()), Body: c.GetBody(),
 		ThreadRoot: messages.EventID(c.GetThreadRootEventId())}
-	content, err := a.cfg.Render.Render(messages.Reply{Markdown: markdown, Sources: sources, InReplyTo: invoking})
+	reply := messages.Reply{Markdown: markdown, Sources: sources, InReplyTo: invoking, CheckLinks: check}
+	if check {
+		reply.KnownURLs = ans.ToolURLs
+	}
+	out, err := a.cfg.Render.Render(reply)
 	if err != nil {
 		// Nothing renderable (say, an answer with no visible text):
 		// asking the model again would likely repeat it. Answer with the
 		// persona's error instead.
 		attemptFrom(ctx).fellBack(ctx, messages.FallbackGeneric, reasonUnrenderable)
-		content, err = a.cfg.Render.Render(messages.Reply{Markdown: a.cfg.GenericError, InReplyTo: invoking})
+		out, err = a.cfg.Render.Render(messages.Reply{Markdown: a.cfg.GenericError, InReplyTo: invoking})
 		if err != nil {
 			return nil, &messages.Error{Code: messages.CodeInternal, Message: "reply could not be rendered", Permanent: true}
 		}
+		return out.Content, nil
 	}
-	return content, nil
+	if check {
+		attemptFrom(ctx).linksChecked(out.LinksUnverified)
+	}
+	return out.Content, nil
 }
 
 // sessionTool is one tool of an invocation's session: its calls go to

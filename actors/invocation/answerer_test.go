@@ -32,16 +32,16 @@ func (f fixedContext) Build(context.Context, *roompb.Candidate) (string, error) 
 // fails.
 type textRenderer struct{}
 
-func (textRenderer) Render(r messages.Reply) ([]byte, error) {
+func (textRenderer) Render(r messages.Reply) (messages.Rendered, error) {
 	if r.Markdown == "UNRENDERABLE" {
-		return nil, errors.New("nothing to show")
+		return messages.Rendered{}, errors.New("nothing to show")
 	}
 	var b strings.Builder
 	b.WriteString(string(r.InReplyTo.EventID) + " " + string(r.InReplyTo.Sender) + ": " + r.Markdown)
 	for _, s := range r.Sources {
 		b.WriteString(" [" + s.Title + " " + s.URL + "]")
 	}
-	return []byte(b.String()), nil
+	return messages.Rendered{Content: []byte(b.String())}, nil
 }
 
 // fakeSessions records the sessions opened and closed.
@@ -290,14 +290,14 @@ type recordingRenderer struct {
 	replies []messages.Reply
 }
 
-func (r *recordingRenderer) Render(reply messages.Reply) ([]byte, error) {
+func (r *recordingRenderer) Render(reply messages.Reply) (messages.Rendered, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.replies = append(r.replies, reply)
 	if reply.Markdown == "UNRENDERABLE" {
-		return nil, errors.New("nothing to show")
+		return messages.Rendered{}, errors.New("nothing to show")
 	}
-	return []byte(reply.Markdown), nil
+	return messages.Rendered{Content: []byte(reply.Markdown), LinksUnverified: strings.Count(reply.Markdown, "](")}, nil
 }
 
 // TestAnswererRepliesInThread: the reply to a candidate in a thread names
@@ -329,6 +329,67 @@ func TestAnswererRepliesInThread(t *testing.T) {
 			}
 			if last.Markdown == "UNRENDERABLE" {
 				t.Fatalf("last reply = %+v", last)
+			}
+		})
+	}
+}
+
+// knowingSessions are fakeSessions that know the URLs of their sessions.
+type knowingSessions struct {
+	*fakeSessions
+	known []string
+}
+
+func (k knowingSessions) KnownURLs(string) []string { return k.known }
+
+// TestAnswererChecksLinks (issue #32 item 1): the model's answer is
+// rendered with its links checked against the URLs of the invocation —
+// the session's known URLs (the invoking message, the room context, the
+// tools' results) and the tool results' URLs — even when the model takes
+// no tools; the persona's texts are not checked; the attempt's line
+// counts links_unverified.
+func TestAnswererChecksLinks(t *testing.T) {
+	search := newTool("web_search", func(json.RawMessage) messages.ToolResult {
+		return messages.ToolResult{OK: true, Content: "hits", SourceURLs: []string{"https://found.example/a"}}
+	})
+	base, runner := poolOf(search)
+	sessions := knowingSessions{fakeSessions: base, known: []string{"https://asked.example/q"}}
+	for _, c := range []struct {
+		name      string
+		steps     []step
+		tools     bool
+		check     bool
+		known     []string
+		unchecked int
+	}{
+		{"answer after research", []step{calls(call("1", "web_search", `{"query":"q"}`)), final("See [a](https://invented.example).", "https://found.example/a")},
+			true, true, []string{"https://found.example/a", "https://asked.example/q"}, 1},
+		{"answer without tools", []step{final("See [it](https://asked.example/q).")}, false, true, []string{"https://asked.example/q"}, 1},
+		{"persona error", []step{text(""), text("")}, true, false, nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rend := &recordingRenderer{}
+			cfg := AnswererConfig{Context: fixedContext{block: "ctx"}, LLM: newFakeLLM(c.steps...), Render: rend, GenericError: "GENERIC", Sessions: sessions}
+			if c.tools {
+				cfg.Tools = runner
+			}
+			res, out := runAttempt(t, NewAnswerer(cfg), candidate)
+			if res.Err != nil || len(rend.replies) != 1 {
+				t.Fatalf("result %v, replies %+v", res.Err, rend.replies)
+			}
+			r := rend.replies[0]
+			if r.CheckLinks != c.check || !slices.Equal(r.KnownURLs, c.known) {
+				t.Fatalf("reply checks links %v against %q; want %v against %q", r.CheckLinks, r.KnownURLs, c.check, c.known)
+			}
+			var final map[string]any
+			for _, l := range logLines(t, out) {
+				if l["msg"] == "invocation attempt finished" {
+					final = l
+				}
+			}
+			got, logged := final[codeLinksUnverified]
+			if logged != c.check || (c.check && got != float64(c.unchecked)) {
+				t.Fatalf("attempt line %v: links_unverified %v (logged %v), want %d", final, got, logged, c.unchecked)
 			}
 		})
 	}

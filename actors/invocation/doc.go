@@ -38,9 +38,14 @@
 // After that, plain prose is posted as the answer (logged as
 // final_not_json), and so is a well-formed answer whose only fault is its
 // citations; where pages were fetched, the host lists them as Sources. A
-// refusal is the answer as it is. A run that exhausts a budget ends with
-// [messages.FallbackOverload]; a run with no answer at all (an empty or
-// cut-off reply) ends with [messages.FallbackGeneric]; failures of the LLM
+// refusal is the answer as it is. One LLM request is kept in reserve:
+// when the tool-call budget is spent (calls beyond it are not run) or
+// only that request is left, it goes without tools and asks the model to
+// answer from what it gathered; only if it gives no answer either does
+// the run end with [messages.FallbackOverload], as does a conversation
+// too large for the window or the request budget. A run with no answer
+// at all (an empty or cut-off reply) ends with
+// [messages.FallbackGeneric]; failures of the LLM
 // itself are returned as errors for the invocation layer to retry or
 // report. The [Answerer] answers without tools, from then on, once the
 // server says the model cannot take them.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -62,11 +63,21 @@ func (s *sourceSet) add(urls []string) []string {
 	return out
 }
 
-// filter keeps the proposed URLs that the registry holds, in order and
-// without duplicates, in the form the tool returned them.
+// urls returns the registered URLs, in the form the tools returned them.
+func (s *sourceSet) urls() []string {
+	out := make([]string, 0, len(s.byKey))
+	for _, u := range s.byKey {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // len reports how many sources successful tool results returned.
 func (s *sourceSet) len() int { return len(s.byKey) }
 
+// filter keeps the proposed URLs that the registry holds, in order and
+// without duplicates, in the form the tool returned them.
 func (s *sourceSet) filter(proposed []string) []string {
 	var out []string
 	seen := map[string]bool{}

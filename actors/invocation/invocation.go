@@ -118,7 +118,11 @@ func (a *child) run(ctx context.Context) (res *messages.InvocationResult) {
 		}
 		res.Stats = stats.counts()
 		if log != nil {
-			attrs := append([]any{"code", messages.ErrorCode(errOrNil(res.Err)), "duration_ms", time.Since(start).Milliseconds()}, stats.logAttrs()...)
+			attrs := []any{"code", messages.ErrorCode(errOrNil(res.Err))}
+			if cause := messages.LLMCauseOf(errOrNil(res.Err)); cause != "" {
+				attrs = append(attrs, "cause", cause) // which LLM failure
+			}
+			attrs = append(append(attrs, "duration_ms", time.Since(start).Milliseconds()), stats.logAttrs()...)
 			log.Info("invocation attempt finished", attrs...)
 		}
 	}()

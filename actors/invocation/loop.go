@@ -30,6 +30,9 @@ type run struct {
 	calls   int // tool calls counted so far
 	iters   int // LLM requests sent so far
 	callIDs map[string]bool
+	// reserved is why the run is on its reserved, tool-less request
+	// (reasonMaxToolCalls or reasonMaxIterations), or "" before.
+	reserved string
 }
 
 // turn is one message after the first user message; a tool message keeps
@@ -47,10 +50,17 @@ type turn struct {
 //
 // Every request is made to fit the model's window (Limits) first: the
 // room excerpt's oldest events go first, tool output is shortened next;
-// the system prompt and the invoking message always stay. Exhausting
-// MaxIterations or MaxToolCalls, or a conversation that fits neither the
-// window nor MaxRequestCharacters, ends the run with
+// the system prompt and the invoking message always stay. A conversation
+// that fits neither the window nor MaxRequestCharacters ends the run with
 // messages.FallbackOverload.
+//
+// One request of MaxIterations is kept in reserve: once the model asks
+// for more tool calls than MaxToolCalls leaves (those calls are not run),
+// or the tool calls it asked for spend MaxToolCalls, or only the reserved
+// request is left, that request is sent without tools (tool_choice
+// "none") and asks the model to answer from what it has gathered, under
+// the usual contract, repair rules and citation checks. Only if it gives
+// no answer either does the run end with messages.FallbackOverload.
 //
 // The final answer is the first JSON object with a "markdown" string in
 // the model's text (alone, fenced, or wrapped in prose). A reply without
@@ -90,7 +100,7 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 	repaired := false
 	for {
 		if r.iters >= r.lim.MaxIterations {
-			return fallback(ctx, messages.FallbackOverload, reasonMaxIterations), nil
+			return fallback(ctx, messages.FallbackOverload, r.budgetReason()), nil
 		}
 		msgs, ok := r.fit(ctx)
 		if !ok {
@@ -106,7 +116,10 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 			return messages.Answer{}, err
 		}
 		r.iters++
-		req := messages.ChatRequest{Messages: msgs, Tools: slices.Clone(r.reg.specs), AnswerOnly: repaired && len(r.reg.specs) > 0, AnswerSchema: answerSchema}
+		// No tool may be called in a repair request, in the reserved one,
+		// or in the last one: no request would be left to read results.
+		answerOnly := repaired || r.reserved != "" || r.iters >= r.lim.MaxIterations
+		req := messages.ChatRequest{Messages: msgs, Tools: slices.Clone(r.reg.specs), AnswerOnly: answerOnly && len(r.reg.specs) > 0, AnswerSchema: answerSchema}
 		resp, err := r.llm.Chat(ctx, req)
 		if err != nil {
 			return messages.Answer{}, err
@@ -118,15 +131,20 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 			if resp.TextToolCalls {
 				attemptFrom(ctx).textToolCalls(len(resp.ToolCalls))
 			}
-			// No request would be left to use the results: don't run them.
-			if r.iters >= r.lim.MaxIterations {
-				return fallback(ctx, messages.FallbackOverload, reasonMaxIterations), nil
-			}
+			// Calls beyond the budget are not run; the model answers
+			// from what it has in the reserved request.
 			if r.calls+len(resp.ToolCalls) > r.lim.MaxToolCalls {
-				return fallback(ctx, messages.FallbackOverload, reasonMaxToolCalls), nil
+				r.reserve(ctx, reasonMaxToolCalls)
+				continue
 			}
 			if err := r.runTools(ctx, resp); err != nil {
 				return messages.Answer{}, err
+			}
+			switch {
+			case r.calls >= r.lim.MaxToolCalls:
+				r.reserve(ctx, reasonMaxToolCalls)
+			case r.iters+1 >= r.lim.MaxIterations:
+				r.reserve(ctx, reasonMaxIterations)
 			}
 			continue
 		}
@@ -153,6 +171,12 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 				attemptFrom(ctx).finalNotJSON(ctx)
 				return r.answer(ctx, fin.prose, nil, formProse), nil
 			}
+			if r.reserved != "" || (len(resp.ToolCalls) > 0 && !repaired) {
+				// The reserved request brought no answer either, or the
+				// last request was all the budget left and the model
+				// still asked for tools.
+				return fallback(ctx, messages.FallbackOverload, r.budgetReason()), nil
+			}
 			return fallback(ctx, messages.FallbackGeneric, reasonInvalidAnswer), nil
 		}
 		repaired = true
@@ -164,6 +188,35 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 		}
 		r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(fin.problem, r.lim.MaxResponseCharacters)}})
 	}
+}
+
+// reserve turns the run to its reserved request, for reason: the next
+// request offers no tool and asks the model to answer from what it has
+// gathered. It is logged and counted with the attempt.
+func (r *run) reserve(ctx context.Context, reason string) {
+	if r.reserved != "" {
+		return
+	}
+	r.reserved = reason
+	attemptFrom(ctx).reservedRequest(ctx, reason, r.iters, r.calls)
+	ask := reservedMessage(r.lim.MaxResponseCharacters)
+	if len(r.turns) == 0 {
+		// No tool ran (the first batch alone was over the budget): the
+		// request goes on in the first user message, since some chat
+		// templates refuse two user messages in a row.
+		r.tail += "\n\n" + ask
+		return
+	}
+	r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleUser, Content: ask}})
+}
+
+// budgetReason is why the run ran out of requests: the reason of its
+// reserved request, or max_iterations.
+func (r *run) budgetReason() string {
+	if r.reserved != "" {
+		return r.reserved
+	}
+	return reasonMaxIterations
 }
 
 // Forms of a final answer, logged with the attempt.
@@ -191,7 +244,7 @@ func (r *run) answer(ctx context.Context, markdown string, cited []string, form 
 		cited = nil
 	}
 	attemptFrom(ctx).answered(form, len(cited))
-	ans := messages.Answer{Markdown: strings.TrimSpace(markdown), SourceURLs: slices.Clone(cited)}
+	ans := messages.Answer{Markdown: strings.TrimSpace(markdown), SourceURLs: slices.Clone(cited), ToolURLs: r.sources.urls()}
 	for _, u := range ans.SourceURLs {
 		if t := r.sources.title(u); t != "" {
 			if ans.Titles == nil {

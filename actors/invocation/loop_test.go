@@ -200,21 +200,31 @@ func TestRun(t *testing.T) {
 			wantReqs: 3,
 		},
 		{
-			name: "exhausted iteration budget",
+			// Issue #32: one request is kept in reserve; when only it is
+			// left, it is sent without tools and asks for the answer from
+			// what was gathered.
+			name: "exhausted iteration budget: the reserved request answers",
 			steps: []step{
 				calls(call("", "web_search", `{"query":"1"}`)),
 				calls(call("", "web_search", `{"query":"2"}`)),
-				final("never asked"),
+				final("From what I found.", "https://a.example/x"),
 			},
 			tools:    searchAndFetch,
-			limits:   Limits{MaxIterations: 2},
-			want:     messages.Answer{Fallback: messages.FallbackOverload},
-			wantReqs: 2,
-			check: func(t *testing.T, reqs []messages.ChatRequest, _ []*fakeTool) {
+			limits:   Limits{MaxIterations: 3},
+			want:     messages.Answer{Markdown: "From what I found.", SourceURLs: []string{"https://a.example/x"}},
+			wantReqs: 3,
+			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {
 				// Calls without IDs get unique ones tied to their results.
 				m := reqs[1].Messages
 				if id := m[2].ToolCalls[0].ID; id == "" || m[3].ToolCallID != id {
 					t.Errorf("generated call ID %q, tool message answers %q", id, m[3].ToolCallID)
+				}
+				if reqs[0].AnswerOnly || reqs[1].AnswerOnly {
+					t.Error("tools withheld before the reserved request")
+				}
+				checkReserved(t, reqs[2], 7)
+				if n := len(tools[0].calls()); n != 2 {
+					t.Errorf("web_search ran %d times, want 2", n)
 				}
 			},
 		},
@@ -228,26 +238,33 @@ func TestRun(t *testing.T) {
 			limits:   Limits{MaxIterations: 2},
 			want:     messages.Answer{Fallback: messages.FallbackOverload},
 			wantReqs: 2,
-			check: func(t *testing.T, _ []messages.ChatRequest, tools []*fakeTool) {
+			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {
 				if n := len(tools[1].calls()); n != 0 {
 					t.Errorf("a tool ran with no request left to use its result (%d calls)", n)
 				}
+				checkReserved(t, reqs[1], 5)
 			},
 		},
 		{
+			// Issue #32: the batch that would pass max_tool_calls is not
+			// run; the reserved request asks for the answer instead of
+			// ending in the overload error.
 			name: "exhausted tool budget rejects the batch",
 			steps: []step{
 				calls(call("a", "web_search", `{"query":"1"}`)),
 				calls(call("b", "web_search", `{"query":"2"}`), call("c", "web_search", `{"query":"3"}`)),
+				final("One search was enough.", "https://b.example"),
 			},
 			tools:    searchAndFetch,
 			limits:   Limits{MaxToolCalls: 2},
-			want:     messages.Answer{Fallback: messages.FallbackOverload},
-			wantReqs: 2,
-			check: func(t *testing.T, _ []messages.ChatRequest, tools []*fakeTool) {
+			want:     messages.Answer{Markdown: "One search was enough.", SourceURLs: []string{"https://b.example"}},
+			wantReqs: 3,
+			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {
 				if n := len(tools[0].calls()); n != 1 {
 					t.Errorf("tool ran %d times, want 1", n)
 				}
+				// The rejected batch is not in the conversation.
+				checkReserved(t, reqs[2], 5)
 			},
 		},
 		{
@@ -255,16 +272,80 @@ func TestRun(t *testing.T) {
 			steps: []step{
 				calls(call("a", "web_search", `not json`)),
 				calls(call("b", "nope", `{}`)),
-				calls(call("c", "web_search", `{"query":"ok"}`)),
+				final("I could not search."),
 			},
 			tools:    searchAndFetch,
 			limits:   Limits{MaxToolCalls: 2},
-			want:     messages.Answer{Fallback: messages.FallbackOverload},
+			want:     messages.Answer{Markdown: "I could not search."},
 			wantReqs: 3,
-			check: func(t *testing.T, _ []messages.ChatRequest, tools []*fakeTool) {
+			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {
 				if n := len(tools[0].calls()); n != 0 {
 					t.Errorf("tool ran %d times, want 0", n)
 				}
+				checkReserved(t, reqs[2], 7)
+			},
+		},
+		{
+			// The first batch alone is over the budget: the reserved
+			// request goes on in the first user message (no two user
+			// messages in a row).
+			name:     "first batch over the tool budget",
+			steps:    []step{calls(call("a", "web_search", `{"query":"1"}`), call("b", "web_search", `{"query":"2"}`)), final("Without searching: no.")},
+			tools:    searchAndFetch,
+			limits:   Limits{MaxToolCalls: 1},
+			want:     messages.Answer{Markdown: "Without searching: no."},
+			wantReqs: 2,
+			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {
+				if n := len(tools[0].calls()); n != 0 {
+					t.Errorf("tool ran %d times, want 0", n)
+				}
+				m := reqs[1].Messages
+				if len(m) != 2 || !reqs[1].AnswerOnly || !strings.HasSuffix(m[1].Content, reservedMessage(DefaultMaxResponseCharacters)) {
+					t.Errorf("reserved request = %+v", m)
+				}
+				if strings.Contains(reqs[0].Messages[1].Content, "tool budget") {
+					t.Error("the first request already says the budget is spent")
+				}
+			},
+		},
+		{
+			// The reserved request follows the repair rules; only when
+			// that brings no answer either is it the overload error.
+			name: "reserved request without an answer, repaired, still none: overload",
+			steps: []step{
+				calls(call("a", "web_search", `{"query":"1"}`)),
+				calls(call("b", "web_search", `{"query":"2"}`)),
+				calls(call("c", "web_search", `{"query":"3"}`)),
+			},
+			tools:    searchAndFetch,
+			limits:   Limits{MaxToolCalls: 1},
+			want:     messages.Answer{Fallback: messages.FallbackOverload},
+			wantReqs: 3,
+			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {
+				if n := len(tools[0].calls()); n != 1 {
+					t.Errorf("tool ran %d times, want 1", n)
+				}
+				checkReserved(t, reqs[1], 5)
+				if !reqs[2].AnswerOnly || !strings.Contains(reqs[2].Messages[len(reqs[2].Messages)-1].Content, "could not be used") {
+					t.Errorf("repair of the reserved request = %+v", reqs[2])
+				}
+			},
+		},
+		{
+			// The reserved request is the last: its prose is the answer,
+			// as after a repair.
+			name: "reserved last request answered in prose",
+			steps: []step{
+				calls(call("a", "web_search", `{"query":"1"}`)),
+				calls(call("b", "fetch_web_page", `{"url":"https://c.example/page"}`)),
+				text("The pages say 42."),
+			},
+			tools:    searchAndFetch,
+			limits:   Limits{MaxIterations: 3},
+			want:     messages.Answer{Markdown: "The pages say 42."},
+			wantReqs: 3,
+			check: func(t *testing.T, reqs []messages.ChatRequest, _ []*fakeTool) {
+				checkReserved(t, reqs[2], 7)
 			},
 		},
 		{
@@ -421,6 +502,7 @@ func TestRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Run error: %v", err)
 			}
+			got.ToolURLs = nil // the links' check: TestAnswererChecksLinks
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("Run = %+v, want %+v", got, c.want)
 			}
@@ -432,6 +514,20 @@ func TestRun(t *testing.T) {
 				c.check(t, reqs, tools)
 			}
 		})
+	}
+}
+
+// checkReserved asserts that req is the reserved request: no tool may
+// be called, and its last message (the n-th) asks for the answer from
+// what was gathered.
+func checkReserved(t *testing.T, req messages.ChatRequest, n int) {
+	t.Helper()
+	m := req.Messages
+	if !req.AnswerOnly || len(m) != n {
+		t.Fatalf("reserved request: answer only %v, %d messages (want %d): %+v", req.AnswerOnly, len(m), n, m)
+	}
+	if last := m[n-1]; last.Role != messages.RoleUser || last.Content != reservedMessage(DefaultMaxResponseCharacters) {
+		t.Errorf("reserved request's last message = %+v", last)
 	}
 }
 

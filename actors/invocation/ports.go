@@ -46,9 +46,11 @@ type LLM interface {
 
 // Renderer turns an answer into the exact content of the reply event.
 type Renderer interface {
-	// Render returns the reply content, or an error when nothing
-	// renderable is left (say, an answer with no visible text).
-	Render(r messages.Reply) ([]byte, error)
+	// Render returns the reply content and what the renderer changed in
+	// it (links shown as text, see messages.Reply.CheckLinks), or an
+	// error when nothing renderable is left (say, an answer with no
+	// visible text).
+	Render(r messages.Reply) (messages.Rendered, error)
 }
 
 // ToolSessions keeps the per-invocation state of the tools that need one
@@ -65,6 +67,16 @@ type ToolSessions interface {
 	Open(known ...string) (string, error)
 	// Close ends the session id and frees its state.
 	Close(id string)
+}
+
+// URLKnower is an optional capability of a [ToolSessions]: the URLs
+// known to a session — those of the texts it was opened with and of its
+// successful tool results (search results, fetched pages and the links
+// in them). The answer's links are verified against them.
+type URLKnower interface {
+	// KnownURLs returns the URLs known to session id; none for a session
+	// that is not open.
+	KnownURLs(id string) []string
 }
 
 // ToolRunner runs one tool call, typically in the tool pool, and waits

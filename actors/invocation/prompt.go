@@ -109,6 +109,17 @@ func repairMessage(problem string, maxChars int) string {
 		problem, maxChars)
 }
 
+// reservedMessage asks the model for its answer in the run's reserved
+// request, once the tool budget is spent: no tool may be called in the
+// reply to it.
+func reservedMessage(maxChars int) string {
+	return fmt.Sprintf("The tool budget for this question is spent: no tool can be called now, and calls you asked for without a result above were not run. "+
+		"Answer now from what you have gathered so far, and say briefly what you could not find out. Send the final answer as exactly one JSON object "+
+		`{"markdown": "...", "source_urls": [...]}`+
+		" with no other text: markdown must be non-empty and at most %d characters, and source_urls may only list URLs from successful tool results ([] if none).",
+		maxChars)
+}
+
 // writeFacts writes the room details, then the host facts, each only
 // when there is something to say.
 func writeFacts(b *strings.Builder, f Facts) {

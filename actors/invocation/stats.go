@@ -27,6 +27,11 @@ const toolOK = "ok"
 // model's prose is posted because it never sent the answer contract.
 const codeFinalNotJSON = "final_not_json"
 
+// codeLinksUnverified counts, in the attempt's line, the links of the
+// answer shown as text because their URL did not appear in the
+// invocation.
+const codeLinksUnverified = "links_unverified"
+
 // attempt records what one attempt did — LLM requests, tool calls by
 // outcome, reported tokens, a fallback — for the attempt's final log
 // line, and logs each tool failure and fallback as it happens, with its
@@ -53,6 +58,13 @@ type attempt struct {
 	textCalls     int
 	eventsDropped int
 	toolsCut      bool
+	// linksDone is set once the model's answer was rendered with its
+	// links checked; linksUnverified counts those shown as text.
+	linksDone       bool
+	linksUnverified int
+	// reserved is why the attempt sent its reserved, tool-less request
+	// (max_tool_calls, max_iterations), or "".
+	reserved string
 }
 
 // attemptKey keys the attempt in a context.
@@ -153,6 +165,31 @@ func (a *attempt) answered(form string, sources int) {
 	a.hostSources = form != formJSON && sources > 0
 }
 
+// linksChecked records that the answer was rendered with n of its links
+// shown as text because their URL did not appear in the invocation.
+func (a *attempt) linksChecked(n int) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.linksDone, a.linksUnverified = true, n
+	a.mu.Unlock()
+}
+
+// reservedRequest records and logs that the attempt turns to its
+// reserved request, for reason, after iterations LLM requests and calls
+// tool calls: the model is asked to answer from what it has gathered.
+func (a *attempt) reservedRequest(ctx context.Context, reason string, iterations, calls int) {
+	if a == nil {
+		return
+	}
+	a.log.InfoContext(ctx, "tool budget spent; the reserved request asks the model to answer from what it gathered",
+		"reason", reason, "iterations", iterations, "tool_calls", calls)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reserved = reason
+}
+
 // trimmed records that a request left out the excerpt's oldest events,
 // or shortened tool output, to fit the model's window (the most of each
 // over the attempt).
@@ -201,6 +238,12 @@ func (a *attempt) logAttrs() []any {
 	}
 	if a.hostSources {
 		attrs = append(attrs, "sources_by_host", true)
+	}
+	if a.reserved != "" {
+		attrs = append(attrs, "reserved_request", a.reserved)
+	}
+	if a.linksDone {
+		attrs = append(attrs, codeLinksUnverified, a.linksUnverified)
 	}
 	if a.proseAnswers > 0 {
 		attrs = append(attrs, codeFinalNotJSON, a.proseAnswers)

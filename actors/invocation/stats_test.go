@@ -131,9 +131,11 @@ func TestAttemptLogLine(t *testing.T) {
 }
 
 // TestAttemptLogLineWithoutUsage: tokens are left out when the server
-// reported none; an overload fallback names its limit.
+// reported none; an overload fallback names its limit, and the line shows
+// the reserved request sent before it (issue #32: the batch over the
+// budget is not run; the reserved request and its repair bring no answer).
 func TestAttemptLogLineWithoutUsage(t *testing.T) {
-	llm := newFakeLLM(calls(call("1", "web_search", `{"query":"q"}`), call("2", "web_search", `{"query":"q"}`)))
+	llm := newFakeLLM(calls(call("1", "web_search", `{"query":"q"}`), call("2", "web_search", `{"query":"q"}`)), text(""), text(""))
 	sessions, runner := poolOf(okTool("web_search", "hits"))
 	a := NewAnswerer(AnswererConfig{Context: fixedContext{}, LLM: llm, Render: textRenderer{}, OverloadError: "OVERLOAD",
 		Limits: Limits{MaxToolCalls: 1}, Sessions: sessions, Tools: runner})
@@ -143,12 +145,24 @@ func TestAttemptLogLineWithoutUsage(t *testing.T) {
 	}
 	recs := logLines(t, out)
 	final := recs[len(recs)-1]
-	if final["msg"] != "invocation attempt finished" || final["iterations"] != 1.0 || final["tool_calls"] != 0.0 ||
-		final["fallback"] != "overload" || final["fallback_reason"] != reasonMaxToolCalls {
+	if final["msg"] != "invocation attempt finished" || final["iterations"] != 3.0 || final["tool_calls"] != 0.0 ||
+		final["fallback"] != "overload" || final["fallback_reason"] != reasonMaxToolCalls || final["reserved_request"] != reasonMaxToolCalls {
 		t.Fatalf("final line = %v", final)
 	}
 	if _, ok := final["prompt_tokens"]; ok {
 		t.Errorf("tokens logged though none were reported: %v", final)
+	}
+	reserved := 0
+	for _, r := range recs {
+		if strings.HasPrefix(r["msg"].(string), "tool budget spent") {
+			reserved++
+			if r["reason"] != reasonMaxToolCalls || r["iterations"] != 1.0 || r["tool_calls"] != 0.0 || r["level"] != "INFO" {
+				t.Errorf("reserved request record = %v", r)
+			}
+		}
+	}
+	if reserved != 1 {
+		t.Errorf("%d reserved request records, want 1", reserved)
 	}
 }
 

@@ -50,9 +50,24 @@ var (
 
 // classify maps a failed attempt to a body-free *messages.Error whose Err
 // is a *messages.LLMFailure with the status, the cause and what the
-// server said (bounded; it may echo the prompt, so it is not part of the
-// error's text). info is what the transport saw of the reply, or nil.
-func classify(ctx context.Context, err error, info *attemptInfo) *messages.Error {
+// server said: passed through redact (when not nil), then bounded to
+// maxServerMessage. The server's text may echo the prompt, so it is not
+// part of the error's text. info is what the transport saw of the reply,
+// or nil.
+func classify(ctx context.Context, err error, info *attemptInfo, redact func(string) string) *messages.Error {
+	le := classifyRaw(ctx, err, info)
+	if f := messages.LLMFailureOf(le); f != nil && f.Message != "" {
+		if redact != nil {
+			f.Message = redact(f.Message)
+		}
+		f.Message = clipText(f.Message, maxServerMessage)
+	}
+	return le
+}
+
+// classifyRaw is classify before the server's text is redacted and
+// bounded.
+func classifyRaw(ctx context.Context, err error, info *attemptInfo) *messages.Error {
 	f := &messages.LLMFailure{}
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
@@ -71,7 +86,7 @@ func classify(ctx context.Context, err error, info *attemptInfo) *messages.Error
 		}
 	}
 	if f.Message == "" && apiErr != nil {
-		f.Message, f.Type = clipText(apiErr.Message, maxServerMessage), apiErr.Type
+		f.Message, f.Type = clipText(apiErr.Message, maxRawServerMessage), apiErr.Type
 		if f.Param == "" && apiErr.Param != nil {
 			f.Param = *apiErr.Param
 		}

@@ -25,10 +25,15 @@
 // messages.LLMFailure: the status, a cause (unauthorized, model not
 // found, context too long, a refused parameter, tools unsupported, rate
 // limited, server error, timeout, malformed or too large a reply) and the
-// server's message, bounded and kept out of the error's text because it
-// may echo the prompt. Rate limits, 5xx and network errors are transient;
-// refusals are permanent, and those only the operator can fix are logged
-// at ERROR once per cause, with the configuration key to change (for an
-// unknown model, with the names GET /models lists). The package never
-// logs prompts, replies or keys.
+// server's message — passed through Config.Redact and rid of the API key,
+// then bounded to 300 bytes — kept out of the error's text because it may
+// echo the prompt. Rate limits, 5xx and network errors are transient;
+// refusals are permanent. Every failed attempt is logged with the code,
+// the cause, the status and the server's message: those only the
+// operator can fix at ERROR once per cause, with the configuration key to
+// change (for an unknown model, with the names GET /models lists), and at
+// WARN when they repeat within the hour; all others at WARN, saying
+// whether another attempt follows. Config.OnAttempt hears of every
+// attempt (metrics, health). The package never logs prompts, replies or
+// keys.
 package llm

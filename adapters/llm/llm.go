@@ -60,10 +60,24 @@ type Config struct {
 	// MaxResponseBytes bounds the body of one reply; zero or less means
 	// DefaultMaxResponseBytes. A longer reply is a bad response.
 	MaxResponseBytes int64
-	// Logger receives the failures only the operator can fix (a refused
-	// key, an unknown model, a refused parameter), at ERROR, once per
-	// cause and again each hour it persists; nil logs nothing.
+	// Logger receives every failed attempt of [Client.Chat] with its
+	// status, cause and the server's message (redacted, bounded): those
+	// only the operator can fix (a refused key, an unknown model, a
+	// refused parameter, a request over the server's window) at ERROR
+	// with the configuration key to check, once per cause and again each
+	// hour it persists, and at WARN in between; the others at WARN. nil
+	// logs nothing.
 	Logger *slog.Logger
+	// Redact, if set, replaces the secrets in a text (the secret
+	// redactor of the logs); the server's message of a failure passes
+	// through it, and the API key is redacted in any case, before the
+	// message is bounded.
+	Redact func(string) string
+	// OnAttempt, if set, is told the outcome of each HTTP attempt of
+	// [Client.Chat]: nil for a reply read in full, else its classified
+	// failure (metrics, health). An attempt the caller cancelled is
+	// neither told nor logged.
+	OnAttempt func(err *messages.Error)
 	// Timeout bounds one HTTP attempt; the caller's deadline still
 	// applies.
 	Timeout time.Duration
@@ -158,6 +172,26 @@ func New(cfg Config) *Client {
 	return c
 }
 
+// redact replaces the secrets in s: those Config.Redact knows, and the
+// API key.
+func (c *Client) redact(s string) string {
+	if c.cfg.Redact != nil {
+		s = c.cfg.Redact(s)
+	}
+	if len(c.cfg.APIKey) >= minRedactedKey {
+		s = strings.ReplaceAll(s, c.cfg.APIKey, redactedText)
+	}
+	return s
+}
+
+// Redaction of the API key in the server's messages.
+const (
+	redactedText = "[REDACTED]"
+	// minRedactedKey keeps a very short key (a placeholder such as
+	// "none") from shredding ordinary words.
+	minRedactedKey = 6
+)
+
 // directTransport is the transport of a client built without one: a
 // copy of http.DefaultTransport with its Proxy function removed. Lisa
 // never uses proxy environment variables (HTTP_PROXY, HTTPS_PROXY,
@@ -185,7 +219,7 @@ func (c *Client) Complete(ctx context.Context, system, user string) (string, err
 	c.setLimits(&req)
 	resp, err := c.api.CreateChatCompletion(ctx, req)
 	if err != nil {
-		return "", classify(ctx, err, info)
+		return "", classify(ctx, err, info, c.redact)
 	}
 	if len(resp.Choices) == 0 {
 		return "", badResponse("response has no choices")
@@ -213,6 +247,14 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 	oreq := c.chatRequest(req)
 	for attempt := 1; ; attempt++ {
 		resp, err := c.chatOnce(ctx, oreq)
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+			// The caller gave up (a redacted question, a shutdown): no
+			// failure of the server's to log or count.
+			return messages.ChatResponse{}, err
+		}
+		if c.cfg.OnAttempt != nil {
+			c.cfg.OnAttempt(err)
+		}
 		if err == nil {
 			if c.cfg.TextToolCalls && len(req.Tools) > 0 && !req.AnswerOnly && len(resp.ToolCalls) == 0 {
 				if calls, rest := parseTextToolCalls(resp.Content); len(calls) > 0 {
@@ -221,20 +263,9 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 			}
 			return resp, nil
 		}
-		if err.Permanent {
-			c.report.failed(ctx, c.cfg.Model, err)
-		}
-		if attempt >= c.cfg.MaxAttempts || !retryable(err) || ctx.Err() != nil {
-			return messages.ChatResponse{}, err
-		}
-		wait := c.backoff(attempt)
-		if err.RetryAfter > 0 {
-			if err.RetryAfter > c.cfg.RetryMaxDelay {
-				return messages.ChatResponse{}, err
-			}
-			wait = err.RetryAfter
-		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+		wait, retry := c.retryWait(ctx, attempt, err)
+		c.report.failed(ctx, c.cfg.Model, err, attempt, retry)
+		if !retry {
 			return messages.ChatResponse{}, err
 		}
 		if c.cfg.Sleep(ctx, wait) != nil {
@@ -244,6 +275,27 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 			c.cfg.OnRetry(string(err.Code))
 		}
 	}
+}
+
+// retryWait returns how long to wait before the next attempt after the
+// failure err of the given attempt, and false when there is to be none:
+// the failure is not transient, the attempts are spent, the server asks
+// for a longer wait than RetryMaxDelay, or ctx ends before the wait.
+func (c *Client) retryWait(ctx context.Context, attempt int, err *messages.Error) (time.Duration, bool) {
+	if attempt >= c.cfg.MaxAttempts || !retryable(err) || ctx.Err() != nil {
+		return 0, false
+	}
+	wait := c.backoff(attempt)
+	if err.RetryAfter > 0 {
+		if err.RetryAfter > c.cfg.RetryMaxDelay {
+			return 0, false
+		}
+		wait = err.RetryAfter
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= wait {
+		return 0, false
+	}
+	return wait, true
 }
 
 // chatRequest converts an orchestrator request to the wire request.
@@ -322,7 +374,7 @@ func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest)
 	ctx, info := withInfo(ctx)
 	resp, err := c.api.CreateChatCompletion(ctx, req)
 	if err != nil {
-		le := classify(ctx, err, info)
+		le := classify(ctx, err, info, c.redact)
 		if retryable(le) {
 			le.RetryAfter = parseRetryAfter(info.retryAfter, time.Now())
 		}

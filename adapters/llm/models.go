@@ -42,7 +42,7 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	ctx, info := withInfo(ctx)
 	list, err := c.api.ListModels(ctx)
 	if err != nil {
-		me := &ModelsError{Err: classify(ctx, err, info)}
+		me := &ModelsError{Err: classify(ctx, err, info, c.redact)}
 		var apiErr *openai.APIError
 		var reqErr *openai.RequestError
 		var uerr *url.Error

@@ -17,13 +17,17 @@ const maxListedModels = 20
 // reportEvery is how often a cause that persists is reported again.
 const reportEvery = time.Hour
 
-// reporter logs the failures only the operator can fix — a key the
-// server refuses, a model it does not know, a parameter it will not take,
-// a request longer than its window — at ERROR, once per cause (and again
-// after reportEvery if it persists), with the configuration key to
-// change. Rooms that keep asking do not repeat the line, and nothing is
-// retried because of it. The lines hold no text of the server's and no
-// secret.
+// reporter logs every failed attempt of a chat request with Lisa's
+// error code, the cause that tells the failures apart, the HTTP status
+// (0 when no reply came), a refused parameter and the server's own
+// message (redacted and bounded by classify). The failures only the
+// operator can fix — a key the server refuses, a model it does not know,
+// a parameter it will not take, a request longer than its window — are
+// logged at ERROR once per cause (and again after reportEvery if it
+// persists), with the configuration key to check; in between, and for
+// every other failure (transient ones, which may be retried), at WARN.
+// Nothing is retried because of a line. No line holds a prompt, a reply
+// or a key.
 type reporter struct {
 	log    *slog.Logger
 	models func(context.Context) ([]string, error)
@@ -33,40 +37,57 @@ type reporter struct {
 	seen map[string]time.Time
 }
 
-// permanentCauses are the causes the reporter logs.
+// permanentCauses are the causes only the operator can fix: logged at
+// ERROR once per cause, with the key to check.
 var permanentCauses = map[messages.LLMCause]bool{
 	messages.CauseUnauthorized: true, messages.CauseModelNotFound: true, messages.CauseParameterRefused: true,
 	messages.CauseContextTooLong: true, messages.CauseRejected: true,
 }
 
-// failed reports le once per cause; it lists the server's models for a
-// model_not_found.
-func (r *reporter) failed(ctx context.Context, model string, le *messages.Error) {
+// RefusedMessage is the message of the ERROR line that says the LLM
+// server refuses every request until the configuration changes; the
+// line names the setting to check (fix).
+const RefusedMessage = "the LLM server refuses every request until the configuration changes; rooms get the persona's error"
+
+// Messages of the reporter's lines.
+const (
+	// msgRefused is the ERROR line of a cause only the operator can fix.
+	msgRefused = RefusedMessage
+	// msgRefusedAgain is the WARN line of the same cause within
+	// reportEvery.
+	msgRefusedAgain = "the LLM server refused the request again; the configuration must change"
+	// msgFailed is the WARN line of any other failure.
+	msgFailed = "LLM request failed"
+)
+
+// failed logs the failure le of the given attempt; retry says whether
+// another attempt follows. A model_not_found's ERROR line lists the
+// server's models.
+func (r *reporter) failed(ctx context.Context, model string, le *messages.Error, attempt int, retry bool) {
+	if r == nil || r.log == nil || le == nil {
+		return
+	}
 	f := messages.LLMFailureOf(le)
-	if r == nil || r.log == nil || f == nil || !permanentCauses[f.Cause] {
-		return
+	if f == nil {
+		f = &messages.LLMFailure{}
 	}
-	key := string(f.Cause) + "/" + f.Param + "/" + strconv.Itoa(f.Status)
-	now := time.Now
-	if r.now != nil {
-		now = r.now
-	}
-	r.mu.Lock()
-	if r.seen == nil {
-		r.seen = map[string]time.Time{}
-	}
-	last, done := r.seen[key]
-	if done && now().Sub(last) < reportEvery {
-		r.mu.Unlock()
-		return
-	}
-	r.seen[key] = now()
-	r.mu.Unlock()
 	attrs := []any{"code", le.Code, "cause", f.Cause, "status", f.Status}
 	if f.Param != "" {
 		attrs = append(attrs, "param", f.Param)
 	}
+	if f.Message != "" {
+		attrs = append(attrs, "server_message", f.Message)
+	}
+	if !permanentCauses[f.Cause] {
+		attrs = append(attrs, "attempt", attempt, "retry", retry)
+		r.log.WarnContext(ctx, msgFailed, attrs...)
+		return
+	}
 	attrs = append(attrs, "fix", fixFor(f))
+	if !r.first(string(f.Cause) + "/" + f.Param + "/" + strconv.Itoa(f.Status)) {
+		r.log.WarnContext(ctx, msgRefusedAgain, attrs...)
+		return
+	}
 	if f.Cause == messages.CauseModelNotFound && r.models != nil {
 		names, err := r.models(ctx)
 		switch {
@@ -76,7 +97,26 @@ func (r *reporter) failed(ctx context.Context, model string, le *messages.Error)
 			attrs = append(attrs, "model", clipText(model, 100), "server_models", listModels(names))
 		}
 	}
-	r.log.ErrorContext(ctx, "the LLM server refuses every request until the configuration changes; rooms get the persona's error", attrs...)
+	r.log.ErrorContext(ctx, msgRefused, attrs...)
+}
+
+// first reports whether key is reported for the first time, or the
+// first time in reportEvery, and notes it.
+func (r *reporter) first(key string) bool {
+	now := time.Now
+	if r.now != nil {
+		now = r.now
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen == nil {
+		r.seen = map[string]time.Time{}
+	}
+	if last, done := r.seen[key]; done && now().Sub(last) < reportEvery {
+		return false
+	}
+	r.seen[key] = now()
+	return true
 }
 
 // listModels renders the server's model names for a log line, bounded.

@@ -108,6 +108,10 @@ func TestErrorShapes(t *testing.T) {
 		{"top-level object (older vLLM, Mistral)", 400, `{"object":"error","message":"\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set","type":"BadRequestError","param":null,"code":400}`,
 			messages.CauseToolsUnsupported, "", true, "auto"},
 		{"FastAPI detail", 422, `{"detail":"Extra inputs are not permitted: strict"}`, messages.CauseParameterRefused, "strict", true, "Extra inputs"},
+		// pydantic's validation errors: their input echoes the request
+		// (the room's messages); only where and what are kept.
+		{"FastAPI validation errors", 422, `{"detail":[{"type":"missing","loc":["body","messages",1,"content"],"msg":"Field required","input":{"role":"user","content2":"ROOM-CANARY"}}]}`,
+			messages.CauseRejected, "", true, "body.messages.1.content: Field required"},
 		{"plain text page", 502, "<html><body>Bad Gateway</body></html>", messages.CauseServerError, "", false, "<body>"},
 		{"unauthorized", 401, `{"error":{"message":"Incorrect API key provided: sk-...","type":"invalid_request_error","code":"invalid_api_key"}}`,
 			messages.CauseUnauthorized, "", true, "Incorrect API key"},
@@ -128,6 +132,9 @@ func TestErrorShapes(t *testing.T) {
 			}
 			if !strings.Contains(f.Message, c.msg) || len(f.Message) > maxServerMessage+len("…") {
 				t.Errorf("server message = %q", f.Message)
+			}
+			if strings.Contains(f.Message, "CANARY") {
+				t.Errorf("the server's message keeps the request it echoes: %q", f.Message)
 			}
 			if strings.Contains(err.Error(), c.msg) {
 				t.Errorf("the error's text carries the server's: %v", err)
@@ -268,7 +275,8 @@ func TestTextToolCalls(t *testing.T) {
 
 // TestReportedOncePerCause: a refusal only the operator can fix is logged
 // at ERROR once per cause — not per request — and again after an hour if
-// it persists; transient failures are not.
+// it persists; in between, its repeats and transient failures are logged
+// at WARN (issue #32: every failure is logged, with its status).
 func TestReportedOncePerCause(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -287,10 +295,77 @@ func TestReportedOncePerCause(t *testing.T) {
 		!strings.Contains(buf.String(), `"cause":"model_not_found"`) || !strings.Contains(buf.String(), `"model":"typo"`) {
 		t.Fatalf("%d ERROR lines:\n%s", n, buf.String())
 	}
+	if n := strings.Count(buf.String(), `"level":"WARN"`); n != 5 || strings.Count(buf.String(), `"cause":"server_error","status":500`) != 3 {
+		t.Fatalf("%d WARN lines (2 repeated refusals, 3 server errors):\n%s", n, buf.String())
+	}
 	now = now.Add(61 * time.Minute)
 	srv.Enqueue(notFound)
 	_, _ = cl.Chat(context.Background(), simpleRequest())
 	if n := strings.Count(buf.String(), `"level":"ERROR"`); n != 2 {
 		t.Fatalf("after an hour: %d ERROR lines", n)
+	}
+}
+
+// TestServerMessageRedactedThenBounded (issue #32): the server's message
+// passes through Config.Redact and loses the API key before it is cut to
+// maxServerMessage, so a secret near the cut is never kept in part; each
+// attempt is told to OnAttempt; transient failures are logged at WARN
+// with the attempt and whether another follows.
+func TestServerMessageRedactedThenBounded(t *testing.T) {
+	const other = "other-SECRET-token"
+	srv := llmfake.Start(t)
+	var buf bytes.Buffer
+	var outcomes []string
+	cl, _ := chatClient(srv, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+		c.Redact = func(s string) string { return strings.ReplaceAll(s, other, "[REDACTED]") }
+		c.OnAttempt = func(err *messages.Error) {
+			if err == nil {
+				outcomes = append(outcomes, "answered")
+				return
+			}
+			outcomes = append(outcomes, string(messages.LLMCauseOf(err)))
+		}
+	})
+	pad := strings.Repeat("y", maxServerMessage-10)
+	srv.Enqueue(llmfake.Error(503, pad+" "+testKey+" "+other), llmfake.Error(503, other+" "+pad+" "+testKey), llmfake.Answer("ok"))
+	if _, err := cl.Chat(context.Background(), simpleRequest()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.Contains(out, testKey[:6]) || strings.Contains(out, other[:6]) {
+		t.Fatalf("a secret, or a part of one, is in the log:\n%s", out)
+	}
+	if !strings.Contains(out, `"server_message":"[REDACTED] yyy`) || strings.Count(out, `"level":"WARN"`) != 2 ||
+		!strings.Contains(out, `"attempt":1,"retry":true`) || !strings.Contains(out, `"attempt":2,"retry":true`) {
+		t.Errorf("log:\n%s", out)
+	}
+	if got := strings.Join(outcomes, ","); got != "server_error,server_error,answered" {
+		t.Errorf("attempts told = %q, want two server errors and an answer", got)
+	}
+}
+
+// TestCancelledAttemptIsNoFailure: an attempt the caller cancels (a
+// redacted question, a shutdown) is no failure of the server's: nothing
+// is logged and OnAttempt is not told.
+func TestCancelledAttemptIsNoFailure(t *testing.T) {
+	srv := llmfake.Start(t)
+	var buf bytes.Buffer
+	told := 0
+	cl, _ := chatClient(srv, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+		c.OnAttempt = func(*messages.Error) { told++ }
+	})
+	srv.Enqueue(llmfake.Hang())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_ = srv.WaitForInFlight(context.Background(), 1)
+		cancel()
+	}()
+	if _, err := cl.Chat(ctx, simpleRequest()); err == nil {
+		t.Fatal("a cancelled request succeeded")
+	}
+	if told != 0 || buf.Len() != 0 {
+		t.Errorf("told %d times, log:\n%s", told, buf.String())
 	}
 }

@@ -20,8 +20,14 @@ import (
 // far below what a model stuck in a loop can write.
 const DefaultMaxResponseBytes = 4 << 20
 
-// maxServerMessage bounds the server's error text kept in an LLMFailure.
+// maxServerMessage bounds the server's error text kept in an LLMFailure,
+// after the secrets in it are redacted.
 const maxServerMessage = 300
+
+// maxRawServerMessage bounds the server's error text read from a reply,
+// before redaction: longer than maxServerMessage, so that a secret the
+// server echoes near the cut is redacted whole rather than cut in two.
+const maxRawServerMessage = 4096
 
 // errResponseTooLarge ends a reply whose body exceeds the bound.
 var errResponseTooLarge = errors.New("llm: response body exceeds the size limit")
@@ -174,12 +180,12 @@ func parseWireError(body []byte) *wireError {
 	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
-		return &wireError{Message: clipText(string(body), maxServerMessage)}
+		return &wireError{Message: clipText(string(body), maxRawServerMessage)}
 	}
 	if raw, ok := top["error"]; ok {
 		var s string
 		if json.Unmarshal(raw, &s) == nil {
-			return &wireError{Message: clipText(s, maxServerMessage)}
+			return &wireError{Message: clipText(s, maxRawServerMessage)}
 		}
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(raw, &obj) == nil {
@@ -190,16 +196,16 @@ func parseWireError(body []byte) *wireError {
 		return errorFields(top)
 	}
 	if raw, ok := top["detail"]; ok {
-		return &wireError{Message: clipText(rawText(raw), maxServerMessage)}
+		return &wireError{Message: clipText(detailText(raw), maxRawServerMessage)}
 	}
-	return &wireError{Message: clipText(string(body), maxServerMessage)}
+	return &wireError{Message: clipText(string(body), maxRawServerMessage)}
 }
 
 // errorFields reads message, type, code and param of an error object;
 // code may be a string or a number.
 func errorFields(obj map[string]json.RawMessage) *wireError {
 	we := &wireError{
-		Message: clipText(rawText(obj["message"]), maxServerMessage),
+		Message: clipText(rawText(obj["message"]), maxRawServerMessage),
 		Type:    rawText(obj["type"]),
 		Param:   rawText(obj["param"]),
 	}
@@ -228,6 +234,28 @@ func rawText(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
+}
+
+// detailText reads a FastAPI "detail": a string, or pydantic's list of
+// validation errors, of which only where ("loc") and what ("msg") are
+// kept — their "input" echoes the request, the room's messages with it.
+func detailText(raw json.RawMessage) string {
+	var items []struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(raw, &items) != nil {
+		return rawText(raw)
+	}
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		loc := make([]string, 0, len(it.Loc))
+		for _, l := range it.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.Join(loc, ".")+": "+it.Msg)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // errorInOK reports an error object in a 2xx chat reply that has no

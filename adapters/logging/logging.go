@@ -70,6 +70,16 @@ func NewRedactor(w io.Writer, secrets []string) *Redactor {
 	return r
 }
 
+// Redact returns s with every secret replaced by [Redacted], for text
+// that is kept or shown before it reaches a log (a server's error
+// message).
+func (r *Redactor) Redact(s string) string {
+	for _, pat := range r.patterns {
+		s = strings.ReplaceAll(s, string(pat), Redacted)
+	}
+	return s
+}
+
 // Write implements io.Writer. It reports len(p) on success so callers do
 // not see a short write when redaction changed the length.
 func (r *Redactor) Write(p []byte) (int, error) {

@@ -65,3 +65,20 @@ func TestLevelFilters(t *testing.T) {
 		t.Fatalf("level filter wrong: %s", buf.String())
 	}
 }
+
+// TestRedactText: the redactor replaces every secret in a text, in the
+// forms it matches in output, and leaves short values alone.
+func TestRedactText(t *testing.T) {
+	r := NewRedactor(nil, []string{"sk-CANARY-0987654321", `tok"en-CANARY`, "abc"})
+	cases := []struct{ in, want string }{
+		{"Incorrect API key provided: sk-CANARY-0987654321.", "Incorrect API key provided: " + Redacted + "."},
+		{`both sk-CANARY-0987654321 and tok"en-CANARY, escaped tok\"en-CANARY`, "both " + Redacted + " and " + Redacted + ", escaped " + Redacted},
+		{"abc stays", "abc stays"},
+		{"", ""},
+	}
+	for _, c := range cases {
+		if got := r.Redact(c.in); got != c.want {
+			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

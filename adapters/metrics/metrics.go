@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,20 @@ type Metrics struct {
 	tools       *prometheus.CounterVec
 	toolBytes   prometheus.Counter
 	lookups     *prometheus.CounterVec
+	links       prometheus.Counter
+	llmFailures *prometheus.CounterVec
+	llmRefusing prometheus.Gauge
+
+	mu      sync.Mutex
+	refusal LLMRefusal
+}
+
+// LLMRefusal is why the LLM server refuses every request: the cause of
+// its last refusal, the HTTP status, and since when it refuses.
+type LLMRefusal struct {
+	Cause  string
+	Status int
+	Since  time.Time
 }
 
 // New registers every instrument on a fresh registry.
@@ -61,8 +76,14 @@ func New(src Sources) *Metrics {
 			Help: "Bytes of tool output returned to the model."}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_redaction_lookups_total",
 			Help: "Ended lookups of Lisa's events to redact by kind (reply, reaction) and result (found, none, given_up, lookup_dropped)."}, []string{"kind", "result"}),
+		links: prometheus.NewCounter(prometheus.CounterOpts{Name: "lisa_answer_links_unverified_total",
+			Help: "Links and bare URLs of answers shown as text because their URL did not appear in the invocation."}),
+		llmFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_llm_failures_total",
+			Help: "Failed LLM request attempts by cause (unauthorized, model_not_found, context_too_long, parameter_refused, rate_limited, server_error, timeout, malformed_response, …)."}, []string{"cause"}),
+		llmRefusing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lisa_llm_refusing",
+			Help: "1 while the LLM server refuses every request until the configuration changes (since its last refusal of that kind, until a request succeeds), else 0."}),
 	}
-	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups,
+	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }
@@ -94,11 +115,49 @@ func (m *Metrics) LLMRequest(result string) { m.llm.WithLabelValues(result).Inc(
 // LLMRetry counts one LLM retry.
 func (m *Metrics) LLMRetry(code string) { m.llmRetries.WithLabelValues(code).Inc() }
 
+// LLMFailed counts one failed LLM request attempt by its cause. refuses
+// says the server refuses every request until the configuration changes
+// (a refused key, an unknown model, a refused parameter): it then counts
+// as refusing (see LLMRefusal) until LLMAnswered.
+func (m *Metrics) LLMFailed(cause string, status int, refuses bool) {
+	m.llmFailures.WithLabelValues(cause).Inc()
+	if !refuses {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refusal.Cause != cause || m.refusal.Status != status {
+		m.refusal = LLMRefusal{Cause: cause, Status: status, Since: time.Now()}
+	}
+	m.llmRefusing.Set(1)
+}
+
+// LLMAnswered records an LLM request attempt that was answered: the
+// server no longer refuses every request.
+func (m *Metrics) LLMAnswered() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refusal = LLMRefusal{}
+	m.llmRefusing.Set(0)
+}
+
+// LLMRefusing returns why the LLM server refuses every request, and
+// false while it does not.
+func (m *Metrics) LLMRefusing() (LLMRefusal, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refusal, m.refusal.Cause != ""
+}
+
 // ToolCall counts one tool call and the bytes it returned.
 func (m *Metrics) ToolCall(tool, result string, bytes int) {
 	m.tools.WithLabelValues(tool, result).Inc()
 	m.toolBytes.Add(float64(bytes))
 }
+
+// LinksUnverified counts n links of an answer shown as text because
+// their URL did not appear in the invocation.
+func (m *Metrics) LinksUnverified(n int) { m.links.Add(float64(n)) }
 
 // Handler serves the metrics in Prometheus text format.
 func (m *Metrics) Handler() http.Handler {

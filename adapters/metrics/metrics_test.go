@@ -50,3 +50,54 @@ func TestServeScrape(t *testing.T) {
 		}
 	}
 }
+
+// TestLLMRefusal: failures are counted by cause; a refusal of every
+// request is kept, with its cause, status and since when (a repeat of the
+// same cause keeps the start, another cause starts afresh), until an
+// answer clears it; other failures leave it as it is.
+func TestLLMRefusal(t *testing.T) {
+	m := New(Sources{})
+	if _, ok := m.LLMRefusing(); ok {
+		t.Fatal("refusing before any request")
+	}
+	m.LLMFailed("server_error", 500, false)
+	if _, ok := m.LLMRefusing(); ok {
+		t.Fatal("a server error counts as a refusal of every request")
+	}
+	m.LLMFailed("unauthorized", 401, true)
+	first, ok := m.LLMRefusing()
+	if !ok || first.Cause != "unauthorized" || first.Status != 401 || first.Since.IsZero() {
+		t.Fatalf("refusal = %+v, %v", first, ok)
+	}
+	m.LLMFailed("timeout", 0, false)
+	m.LLMFailed("unauthorized", 401, true)
+	if again, _ := m.LLMRefusing(); again != first {
+		t.Errorf("a repeat changed the refusal: %+v, was %+v", again, first)
+	}
+	m.LLMFailed("model_not_found", 404, true)
+	if other, _ := m.LLMRefusing(); other.Cause != "model_not_found" || other.Status != 404 || other.Since.Before(first.Since) {
+		t.Errorf("another cause: %+v", other)
+	}
+	m.LLMAnswered()
+	if rf, ok := m.LLMRefusing(); ok {
+		t.Errorf("still refusing after an answer: %+v", rf)
+	}
+	rec := &strings.Builder{}
+	srv, err := Serve("127.0.0.1:0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(rec, resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`lisa_llm_failures_total{cause="unauthorized"} 2`, `lisa_llm_failures_total{cause="server_error"} 1`,
+		`lisa_llm_failures_total{cause="timeout"} 1`, `lisa_llm_failures_total{cause="model_not_found"} 1`, "lisa_llm_refusing 0"} {
+		if !strings.Contains(rec.String(), want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}

@@ -52,9 +52,11 @@ func (n *shownTarget) Dump(source []byte, level int) {
 }
 
 // showTargets replaces every allowed link and autolink under parent whose
-// text must not be shown (see showTarget) with a shownTarget node. It
-// runs after limitNesting, so the recursion is shallow.
-func showTargets(parent ast.Node, src []byte, text gmhtml.Writer) {
+// target v does not verify with text (see verify.go), and every other one
+// whose text must not be shown (see showTarget) with a shownTarget node.
+// A nil v verifies every target. It runs after limitNesting, so the
+// recursion is shallow.
+func showTargets(parent ast.Node, src []byte, text gmhtml.Writer, v *linkVerifier) {
 	var label *plainWriter
 	var walk func(ast.Node)
 	walk = func(parent ast.Node) {
@@ -75,9 +77,16 @@ func showTargets(parent ast.Node, src []byte, text gmhtml.Writer) {
 					s = string(n.Label(src))
 				}
 			}
-			if ok && showTarget(s, href) {
+			switch {
+			case ok && !v.verified(href):
+				shown := href
+				if _, auto := c.(*ast.AutoLink); auto {
+					shown = cleanText(s)
+				}
+				v.unlink(parent, c, s, shown)
+			case ok && showTarget(s, href):
 				parent.ReplaceChild(parent, c, &shownTarget{href: href})
-			} else {
+			default:
 				walk(c)
 			}
 			c = next

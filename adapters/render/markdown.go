@@ -12,7 +12,9 @@ import (
 // nodeRenderer overrides goldmark's HTML output for the nodes where Lisa's
 // policy differs: links are written only when their target is allowed
 // (otherwise the label stays as plain text), a link whose text would
-// mislead is shown as its target (see links.go), images become their alt
+// mislead is shown as its target (see links.go), a link whose target did
+// not appear in the invocation is shown as text (see verify.go), images
+// become their alt
 // text, and raw HTML is shown as escaped text instead of being dropped or
 // interpreted.
 type nodeRenderer struct {
@@ -24,6 +26,8 @@ func (nr nodeRenderer) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
 	reg.Register(ast.KindLink, nr.link)
 	reg.Register(ast.KindAutoLink, nr.autoLink)
 	reg.Register(kindShownTarget, nr.shownTarget)
+	reg.Register(kindUnlinked, nr.unlinked)
+	reg.Register(kindUnverifiedURL, nr.unverifiedURL)
 	reg.Register(ast.KindImage, nr.image)
 	reg.Register(ast.KindRawHTML, nr.rawHTML)
 	reg.Register(ast.KindHTMLBlock, nr.htmlBlock)
@@ -70,6 +74,23 @@ func (nr nodeRenderer) shownTarget(w util.BufWriter, _ []byte, node ast.Node, en
 		_, _ = w.WriteString(`">`)
 		_, _ = w.Write(href)
 		_, _ = w.WriteString("</a>")
+	}
+	return ast.WalkSkipChildren, nil
+}
+
+// unlinked writes nothing itself: the label of an unverified link is
+// rendered as its children, without a link.
+func (nr nodeRenderer) unlinked(util.BufWriter, []byte, ast.Node, bool) (ast.WalkStatus, error) {
+	return ast.WalkContinue, nil
+}
+
+// unverifiedURL shows an unverified URL as inline code, which clients
+// leave as text.
+func (nr nodeRenderer) unverifiedURL(w util.BufWriter, _ []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
+	if entering {
+		_, _ = w.WriteString("<code>")
+		_, _ = w.Write(util.EscapeHTML([]byte(node.(*unverifiedURL).text)))
+		_, _ = w.WriteString("</code>")
 	}
 	return ast.WalkSkipChildren, nil
 }

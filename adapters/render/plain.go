@@ -283,6 +283,8 @@ func (p *plainWriter) inline(n ast.Node, b *strings.Builder) {
 		b.Write(n.Label(p.src))
 	case *shownTarget:
 		b.WriteString(n.href)
+	case *unverifiedURL:
+		b.WriteString(n.text)
 	case *ast.RawHTML:
 		for i := 0; i < n.Segments.Len(); i++ {
 			s := n.Segments.At(i)

@@ -43,6 +43,21 @@ type Answer struct {
 	Sources []Source
 	// InReplyTo is the message being answered.
 	InReplyTo Invoking
+	// CheckLinks makes the links and bare URLs of Markdown whose http(s)
+	// URL is not one of KnownURLs text rather than links (see verify.go).
+	CheckLinks bool
+	// KnownURLs are the URLs that appeared in the invocation (the
+	// invoking message, the room context, successful tool results).
+	KnownURLs []string
+}
+
+// Rendered is a reply's content and what the renderer changed in it.
+type Rendered struct {
+	// Content is the exact JSON content of the m.room.message.
+	Content []byte
+	// LinksUnverified counts the links and URLs of the answer shown as
+	// text because their URL was not known (Answer.CheckLinks).
+	LinksUnverified int
 }
 
 // Renderer renders replies. It is safe for concurrent use.
@@ -96,19 +111,21 @@ type rendered struct {
 // answer parses markdown once and renders the sanitised HTML and the
 // plain text from the same tree.
 func (r *Renderer) answer(markdown string) (rendered, error) {
-	a, _, err := r.answerWithin(markdown, math.MaxInt)
+	a, _, err := r.answerWithin(markdown, math.MaxInt, nil)
 	return a, err
 }
 
 // answerWithin is answer for a reply with room for limit bytes of answer.
 // When the plain text and the HTML before sanitising already take more,
 // it returns their size as over, and no answer, without paying for the
-// sanitiser: the caller has to cut the Markdown anyway.
-func (r *Renderer) answerWithin(markdown string, limit int) (a rendered, over int, err error) {
+// sanitiser: the caller has to cut the Markdown anyway. A non-nil v
+// checks the answer's links (see verify.go) and counts those shown as
+// text.
+func (r *Renderer) answerWithin(markdown string, limit int, v *linkVerifier) (a rendered, over int, err error) {
 	src := []byte(markdown)
 	doc := r.md.Parser().Parse(text.NewReader(src))
 	limitNesting(doc, 0)
-	showTargets(doc, src, r.text)
+	showTargets(doc, src, r.text, v)
 	var buf bytes.Buffer
 	if err := r.md.Renderer().Render(&buf, src, doc); err != nil {
 		return rendered{}, 0, fmt.Errorf("render: %w", err)
@@ -156,12 +173,20 @@ func (r *Renderer) Reply(markdown, inReplyTo string) ([]byte, error) {
 // it is parsed, and parsing is bounded (see bounds.go). The output is
 // deterministic.
 func (r *Renderer) Render(a Answer) ([]byte, error) {
+	out, err := r.RenderReply(a)
+	return out.Content, err
+}
+
+// RenderReply is Render, and says what the renderer changed: with
+// a.CheckLinks, the links and bare URLs of the answer whose URL is not
+// one of a.KnownURLs are shown as text (see verify.go) and counted.
+func (r *Renderer) RenderReply(a Answer) (Rendered, error) {
 	if a.InReplyTo.EventID == "" {
-		return nil, errors.New("render: no event to reply to")
+		return Rendered{}, errors.New("render: no event to reply to")
 	}
 	md := strings.TrimSpace(cleanText(a.Markdown))
 	if md == "" {
-		return nil, ErrEmpty
+		return Rendered{}, ErrEmpty
 	}
 	m := message{eventID: a.InReplyTo.EventID, fallback: replyFallback(a.InReplyTo), asker: askerID(a.InReplyTo.Sender),
 		thread: threadRoot(a.InReplyTo.ThreadRoot)}
@@ -176,7 +201,7 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 		m.sources = rendered{html: r.policy.Sanitize(sourcesHTML(srcs)), plain: sourcesPlain(srcs)}
 		b, err := m.encode(rendered{}, true)
 		if err != nil {
-			return nil, err
+			return Rendered{}, err
 		}
 		fixed = len(b)
 		if fixed <= r.budget/2 || len(srcs) == 0 {
@@ -185,7 +210,7 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 		srcs = srcs[:len(srcs)-1]
 	}
 	if fixed > r.budget {
-		return nil, fmt.Errorf("render: reply envelope of %d bytes exceeds the %d-byte budget", fixed, r.budget)
+		return Rendered{}, fmt.Errorf("render: reply envelope of %d bytes exceeds the %d-byte budget", fixed, r.budget)
 	}
 
 	truncated := false
@@ -195,29 +220,34 @@ func (r *Renderer) Render(a Answer) ([]byte, error) {
 	if n := markupEnd(md, maxMarkup); n < len(md) {
 		md, truncated = cutMarkdown(md, n), true
 	}
+	var v *linkVerifier
+	if a.CheckLinks {
+		v = newLinkVerifier(a.KnownURLs)
+	}
 	for {
-		ans, over, err := r.answerWithin(md, r.budget-fixed)
+		v.reset() // counts the links of this cut of the answer
+		ans, over, err := r.answerWithin(md, r.budget-fixed, v)
 		if err != nil {
-			return nil, err
+			return Rendered{}, err
 		}
 		size := fixed + over
 		if over == 0 {
 			if strings.TrimSpace(ans.plain) == "" && !truncated {
 				// Nothing visible, e.g. "[]()" or "![](x)": an empty
 				// paragraph is not an answer.
-				return nil, ErrEmpty
+				return Rendered{}, ErrEmpty
 			}
 			b, err := m.encode(ans, truncated)
 			if err != nil {
-				return nil, err
+				return Rendered{}, err
 			}
 			if len(b) <= r.budget {
-				return b, nil
+				return Rendered{Content: b, LinksUnverified: v.count()}, nil
 			}
 			size = len(b)
 		}
 		if md == "" {
-			return nil, fmt.Errorf("render: reply of %d bytes exceeds the %d-byte budget", size, r.budget)
+			return Rendered{}, fmt.Errorf("render: reply of %d bytes exceeds the %d-byte budget", size, r.budget)
 		}
 		// Shrink the Markdown in proportion to the overshoot, with a
 		// margin, and always by at least a tenth.

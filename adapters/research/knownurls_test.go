@@ -279,3 +279,30 @@ func TestURLBoundMatchesFetcher(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestKnownURLsListed: KnownURLs lists what the session knows — the
+// invoking message, search results, a fetched page's final URL and its
+// links — in normal form, and nothing the model wrote; a closed or
+// unknown session has none (issue #32 item 1: the answer's links are
+// verified against it).
+func TestKnownURLsListed(t *testing.T) {
+	fetch := &pagesFetch{pages: map[string]messages.WebPage{
+		"https://go.dev/": {FinalURL: "https://go.dev/doc/", ContentType: "text/plain", Body: []byte("see https://spec.example/ref")},
+	}}
+	s := newTestSession(t, Deps{Search: resultsSearch{{Title: "Go", URL: "https://go.dev/"}}, Fetch: fetch, MaxToolOutputCharacters: 4000},
+		"@lisa what about HTTPS://Asked.Example:443/q/ ?")
+	call(t, s, "web_search", map[string]string{"query": "q"})
+	if r := call(t, s, "fetch_web_page", map[string]string{"url": "https://go.dev/"}); !r.OK {
+		t.Fatalf("fetch = %+v", r)
+	}
+	// A URL the model asks for without its being known stays unknown.
+	call(t, s, "fetch_web_page", map[string]string{"url": "https://invented.example/"})
+	want := []string{"https://asked.example/q", "https://go.dev", "https://go.dev/doc", "https://spec.example/ref"}
+	if got := s.svc.KnownURLs(s.id); !slices.Equal(got, want) {
+		t.Fatalf("KnownURLs = %q, want %q", got, want)
+	}
+	s.svc.Close(s.id)
+	if got := s.svc.KnownURLs(s.id); got != nil {
+		t.Fatalf("closed session lists %q", got)
+	}
+}

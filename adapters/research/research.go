@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -173,6 +175,21 @@ func (s *Service) Close(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, id)
+}
+
+// KnownURLs returns the URLs known to session id (see the known-URL rule
+// in knownurls.go) in their normal form, sorted: those of the invoking
+// message and the room context, of search results, of fetched pages and
+// of the links in the page text the model was shown. An unknown session
+// has none. The answer's links are verified against them.
+func (s *Service) KnownURLs(id string) []string {
+	sess := s.session(id)
+	if sess == nil {
+		return nil
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return slices.Sorted(maps.Keys(sess.known.keys))
 }
 
 // session returns the open session id, or nil.

@@ -200,7 +200,10 @@ func TestResearchEndToEnd(t *testing.T) {
 
 // TestLogCanaries runs a full research invocation, a failing LLM call and
 // a crash-free restart with canary values in every secret and every kind
-// of content, and checks Lisa's captured logs contain none of them.
+// of content, and checks Lisa's captured logs contain none of them. The
+// provider's error message is the exception (issue #32, on purpose): it
+// is logged in server_message of the LLM failure's line, with the key it
+// echoes redacted, and nowhere else.
 func TestLogCanaries(t *testing.T) {
 	const (
 		llmKey    = "sk-CANARY-LLMKEY-0001"
@@ -233,7 +236,7 @@ allow_private_addresses = true
 	e.awaitLog(p, "sync baseline recorded")
 	ev := e.mention(room, "CANARY-MESSAGEBODY please research")
 	e.awaitReply(room, ev)
-	e.llm.Enqueue(llmfake.Error(401, "CANARY-PROVIDERERROR"))
+	e.llm.Enqueue(llmfake.Error(401, "CANARY-PROVIDERERROR for "+llmKey))
 	ev2 := e.mention(room, "CANARY-SECONDBODY")
 	e.awaitReply(room, ev2)
 	e.settle(room)
@@ -246,9 +249,22 @@ allow_private_addresses = true
 	}
 	for _, canary := range []string{llmKey, searchKey, e.bot.AccessToken, "CANARY-PERSONA", "CANARY-MESSAGEBODY", "CANARY-SECONDBODY",
 		"CANARY-PAGETITLE", "CANARY-PAGEBODY", "CANARY-URLPATH", "CANARY-URLQUERY", "CANARY-RESULTTITLE", "CANARY-SNIPPET",
-		"CANARY-PROVIDERERROR", "lisa research topic", string(room), string(ev)} {
+		"lisa research topic", string(room), string(ev)} {
 		if strings.Contains(logs, canary) {
 			t.Errorf("logs contain %q", canary)
 		}
+	}
+	lines := 0
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, "CANARY-PROVIDERERROR") {
+			continue
+		}
+		lines++
+		if !strings.Contains(line, `"server_message":"CANARY-PROVIDERERROR for [REDACTED]"`) || !strings.Contains(line, `"cause":"unauthorized"`) {
+			t.Errorf("the provider's error outside the failure's server_message: %s", line)
+		}
+	}
+	if lines != 1 {
+		t.Errorf("the provider's error is on %d log lines, want 1 (the ERROR line)", lines)
 	}
 }
