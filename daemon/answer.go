@@ -96,6 +96,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		Persona:  res.Persona,
 		Limits: invocation.Limits{
 			MaxIterations: cfg.LLM.MaxIterations, MaxToolCalls: cfg.LLM.MaxToolCalls,
+			MaxParallelToolCalls: cfg.LLM.MaxParallelToolCalls,
 			MaxRequestCharacters: cfg.LLM.MaxRequestCharacters, MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
 			MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
 			ContextWindowTokens:     cfg.LLM.ContextWindowTokens, MaxOutputTokens: cfg.LLM.MaxOutputTokens,
