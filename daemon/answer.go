@@ -64,6 +64,9 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
 		MaxTotalArtifactBytes:   int64(cfg.Web.MaxTotalArtifactBytes),
 		MaxSearchResults:        cfg.Search.MaxResults,
+		// Pages convert as they arrive, beside the fetches still running
+		// and the model's next turn, within the converter's limit.
+		EarlyConversions: toolConcurrency[research.ConvertTool],
 	}
 	if cfg.Search.Enabled() {
 		deps.Search = search.New(search.Config{Endpoint: cfg.Search.Endpoint, APIKey: res.SearchAPIKey.Reveal(),
