@@ -130,7 +130,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Errorf("research = %+v", rep.Research)
 	case rep.Research.Parallel.Parallel != 4 || rep.Research.Sequential.Parallel != 1:
 		t.Errorf("research runs = %+v", rep.Research)
-	case len(rep.Targets) != 12: // with the shared prompt prefix (#30) and research (#27)
+	case len(rep.Targets) != 13: // with the shared prompt prefix (#30), research and the first answer after a crash (#27)
 		t.Errorf("targets = %+v", rep.Targets)
 	}
 	if rr := rep.Research; rr != nil {
