@@ -3,6 +3,7 @@ package invocation
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 
@@ -85,17 +86,37 @@ func (r *run) execute(ctx context.Context, calls []messages.ModelToolCall) []out
 		}()
 	}
 	wg.Wait()
+	r.again(ctx, calls, own)
 	for i, f := range own {
 		<-f.done // closed: every flight of this turn ended above, earlier ones before
 		out[i].res, out[i].ran = f.res, f.ran
 		out[i].shared = out[i].shared && f.ran
 	}
 	for key, f := range r.flights {
-		if !f.ran || (!f.res.OK && (f.res.Retryable || f.res.Code == string(messages.ToolTimeout))) {
+		if !f.ran || (!f.res.OK && (f.res.Retryable || f.res.AfterEarlier || f.res.Code == string(messages.ToolTimeout))) {
 			delete(r.flights, key)
 		}
 	}
 	return out
+}
+
+// again gives the calls of a turn the outcome they would have had one
+// after another: a call that failed on state the calls before it may
+// change (ToolResult.AfterEarlier: a URL an earlier search makes known)
+// runs once more, in order, when a call before it succeeded.
+func (r *run) again(ctx context.Context, calls []messages.ModelToolCall, own []*flight) {
+	earlierOK := false
+	for i, f := range own {
+		if i > 0 && own[i-1].ran && own[i-1].res.OK {
+			earlierOK = true
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if f.ran && !f.res.OK && f.res.AfterEarlier && earlierOK && !slices.Contains(own[:i], f) {
+			f.res = r.reg.call(ctx, calls[i])
+		}
+	}
 }
 
 // callKey identifies a call by its tool and its arguments, whatever

@@ -452,3 +452,57 @@ func TestTypingCoversParallelCalls(t *testing.T) {
 		t.Errorf("typing over the invocation = %v, want on first and cleared only at the end", got)
 	}
 }
+
+// TestCallAfterEarlierRunsAgain: a call that failed on state an earlier
+// call of its turn changes (a fetch of a URL the search beside it makes
+// known) runs once more after the others, so the turn has the outcome
+// one call after another would have had; a call before the one that
+// changes the state keeps its failure; and such a failure is never
+// shared with a later turn.
+func TestCallAfterEarlierRunsAgain(t *testing.T) {
+	var learned atomic.Bool
+	fetched := make(chan struct{}, 8)
+	search := newTool("search", func(json.RawMessage) messages.ToolResult {
+		<-fetched // the fetch beside it has failed by now
+		learned.Store(true)
+		return messages.ToolResult{OK: true, Content: "hits", SourceURLs: []string{"https://a.example/"}}
+	})
+	fetch := newTool("fetch", func(json.RawMessage) messages.ToolResult {
+		if !learned.Load() {
+			defer func() { fetched <- struct{}{} }()
+			return messages.ToolResult{Code: "unknown_url", Content: "not known", AfterEarlier: true}
+		}
+		return messages.ToolResult{OK: true, Content: "page", SourceURLs: []string{"https://a.example/"}}
+	})
+	llm := newFakeLLM(
+		calls(call("c1", "search", `{"query":"q"}`), call("c2", "fetch", `{"query":"https://a.example/"}`)),
+		final("Done", "https://a.example/"))
+	if _, err := Run(context.Background(), llm, asTools([]*fakeTool{search, fetch}), Prompt{}, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := toolContents(t, llm.requests()[1]), []string{"c1=hits", "c2=page"}; !slices.Equal(got, want) {
+		t.Errorf("tool messages = %v, want %v", got, want)
+	}
+	if n := len(fetch.calls()); n != 2 {
+		t.Errorf("fetch ran %d times, want 2 (once more after the search)", n)
+	}
+
+	// The fetch first: one after another it would fail too, and does;
+	// the same fetch in the next turn runs again instead of sharing it.
+	learned.Store(false)
+	fetch.args, search.args = nil, nil
+	llm = newFakeLLM(
+		calls(call("c1", "fetch", `{"query":"https://a.example/"}`), call("c2", "search", `{"query":"q"}`)),
+		calls(call("c3", "fetch", `{"query":"https://a.example/"}`)),
+		final("Done", "https://a.example/"))
+	if _, err := Run(context.Background(), llm, asTools([]*fakeTool{search, fetch}), Prompt{}, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := llm.requests()
+	if got, want := toolContents(t, reqs[1]), []string{"c1!unknown_url", "c2=hits"}; !slices.Equal(got, want) {
+		t.Errorf("first turn = %v, want %v", got, want)
+	}
+	if got := toolContents(t, reqs[2]); len(got) != 3 || got[2] != "c3=page" {
+		t.Errorf("second turn = %v: the fetch must run again, not share the failure", got)
+	}
+}

@@ -129,3 +129,17 @@ func TestEarlyConversionPanics(t *testing.T) {
 		t.Fatalf("html_to_markdown = %+v", r)
 	}
 }
+
+// TestUnknownURLMayPassAfterEarlierCalls: the refusal of a URL not known
+// yet says that a call before it in the model's turn may make it known,
+// so that the loop tries it once more after them.
+func TestUnknownURLMayPassAfterEarlierCalls(t *testing.T) {
+	s := newTestSession(t, Deps{Search: fakeSearch{}, Fetch: &fakeFetch{}, Convert: fakeConvert{}, MaxToolOutputCharacters: 1000})
+	if r := call(t, s, "fetch_web_page", map[string]string{"url": "https://go.dev/"}); r.OK || r.Code != string(ToolUnknownURL) || !r.AfterEarlier {
+		t.Fatalf("unknown URL = %+v", r)
+	}
+	call(t, s, "web_search", map[string]string{"query": "go"})
+	if r := call(t, s, "fetch_web_page", map[string]string{"url": "https://go.dev/"}); !r.OK || r.AfterEarlier {
+		t.Fatalf("after the search made it known = %+v", r)
+	}
+}

@@ -388,7 +388,11 @@ func (s *session) fetch(ctx context.Context, args json.RawMessage) *messages.Too
 	// say from the room's text, never reaches the network. Nothing here
 	// logs the URL.
 	if !s.isKnown(a.URL) {
-		return failure(errUnknownURL)
+		// An earlier call of the same turn, still running, may make it
+		// known: the loop tries once more after it.
+		res := failure(errUnknownURL)
+		res.AfterEarlier = true
+		return res
 	}
 	page, err := s.d.Fetch.Fetch(ctx, a.URL)
 	if err != nil {
