@@ -186,7 +186,9 @@ func NewSource(c *Client, opts SyncOptions, ledger BotLedger, log *slog.Logger, 
 // checkRoomsPerAnswer bounds the pending rooms one answer reads back
 // besides the rooms it brings: after a crash with 10,000 rooms, reading
 // every room back before the first answer took 1.2 s; the rooms with new
-// events are read back at once, the others over the next answers.
+// events are read back at once, the others over the next answers (each
+// answer also commits the cursor, with an anchor per room: 128 rooms an
+// answer keeps those commits few).
 const checkRoomsPerAnswer = 128
 
 // timelineTypes are the event types Lisa reads from room timelines:
@@ -236,15 +238,20 @@ func (s *Source) VerifyPending() bool {
 // UpdatedAtMs of the cursor it became pending at: a failed /sync (or
 // VerifyNext) makes every allowed room pending; of the pending rooms, the
 // answer reads back those it brings events of, before classifying them,
-// and up to checkChunk others, in order. A room read back in a complete
+// and up to checkChunk others, in order (fetchParallel in the answer that
+// made rooms pending, so that it is not held up). A room read back in a complete
 // answer is no longer pending (see finish).
 func (s *Source) checkRooms(prev *roompb.SyncCursor, resp *mautrix.RespSync) map[id.RoomID]int64 {
 	s.pendingMu.Lock()
 	defer s.pendingMu.Unlock()
+	chunk := s.checkChunk
 	if s.verify.Load() {
 		for room := range s.classifier.allowed {
 			if _, ok := s.pending[room]; !ok {
 				s.pending[room] = prev.GetUpdatedAtMs()
+				// The first answer after a failure (or a crash) is read
+				// at once: it reads one round of other rooms only.
+				chunk = min(s.checkChunk, fetchParallel)
 			}
 		}
 	}
@@ -264,7 +271,7 @@ func (s *Source) checkRooms(prev *roompb.SyncCursor, resp *mautrix.RespSync) map
 		}
 	}
 	slices.Sort(others)
-	for _, room := range others[:min(len(others), s.checkChunk)] {
+	for _, room := range others[:min(len(others), chunk)] {
 		check[room] = s.pending[room]
 	}
 	return check
