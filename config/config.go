@@ -86,6 +86,9 @@ type LLMConfig struct {
 	// MaxToolCalls bounds the tool calls of one invocation, failed and
 	// invalid calls included.
 	MaxToolCalls int `koanf:"max_tool_calls"`
+	// MaxParallelToolCalls bounds the tool calls of one model turn that
+	// run at once; 1 runs them one after another.
+	MaxParallelToolCalls int `koanf:"max_parallel_tool_calls"`
 	// Temperature is the sampling temperature, 0..2; nil (the key left
 	// out) sends none, so the server uses its default: some models refuse
 	// any other value.

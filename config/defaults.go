@@ -26,6 +26,7 @@ func Default() Config {
 			MaxResponseCharacters: 12_000,
 			MaxIterations:         8,
 			MaxToolCalls:          6,
+			MaxParallelToolCalls:  4,
 			TokenLimitParameter:   "max_tokens",
 			ResponseFormat:        "json_schema",
 			TextToolCalls:         true,

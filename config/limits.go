@@ -53,6 +53,8 @@ const (
 	MaxIterations = 32
 	// MaxToolCalls bounds llm.max_tool_calls.
 	MaxToolCalls = 64
+	// MaxParallelToolCalls bounds llm.max_parallel_tool_calls.
+	MaxParallelToolCalls = 16
 	// MaxTemperature bounds llm.temperature (the OpenAI range is 0..2).
 	MaxTemperature = 2.0
 	// MaxModelNameChars bounds llm.model.

@@ -292,7 +292,7 @@ func TestSyntaxErrorWithoutPosition(t *testing.T) {
 
 func TestSchemaCoversConfig(t *testing.T) {
 	keys := Keys()
-	if len(keys) != 64 {
+	if len(keys) != 65 {
 		t.Errorf("Config has %d keys; update the example file and this test when adding keys", len(keys))
 	}
 	seen := map[string]bool{}

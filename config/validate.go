@@ -132,6 +132,7 @@ func (l LLMConfig) validate(ps *Problems) {
 		checkRange(ps, "llm.max_iterations", l.MaxIterations, MinIterations, MaxIterations)
 	}
 	checkRange(ps, "llm.max_tool_calls", l.MaxToolCalls, 1, MaxToolCalls)
+	checkRange(ps, "llm.max_parallel_tool_calls", l.MaxParallelToolCalls, 1, MaxParallelToolCalls)
 	if t := l.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > MaxTemperature) {
 		ps.add("llm.temperature", "must be between 0 and %g, or left out to send none", MaxTemperature)
 	}

@@ -153,6 +153,8 @@ func TestValidateRules(t *testing.T) {
 		{"iterations million", func(c *Config) { c.LLM.MaxIterations = 1_000_000 }, "llm.max_iterations", "between"},
 		{"tool calls zero", func(c *Config) { c.LLM.MaxToolCalls = 0 }, "llm.max_tool_calls", "between"},
 		{"tool calls high", func(c *Config) { c.LLM.MaxToolCalls = MaxToolCalls + 1 }, "llm.max_tool_calls", "between"},
+		{"parallel tool calls zero", func(c *Config) { c.LLM.MaxParallelToolCalls = 0 }, "llm.max_parallel_tool_calls", "between"},
+		{"parallel tool calls high", func(c *Config) { c.LLM.MaxParallelToolCalls = MaxParallelToolCalls + 1 }, "llm.max_parallel_tool_calls", "between"},
 		{"temperature negative", func(c *Config) { c.LLM.Temperature = ptrTo(-0.1) }, "llm.temperature", "between 0 and 2"},
 		{"temperature high", func(c *Config) { c.LLM.Temperature = ptrTo(2.5) }, "llm.temperature", "between 0 and 2"},
 		{"temperature nan", func(c *Config) { c.LLM.Temperature = ptrTo(math.NaN()) }, "llm.temperature", "between 0 and 2"},

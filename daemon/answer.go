@@ -67,6 +67,9 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
 		MaxTotalArtifactBytes:   int64(cfg.Web.MaxTotalArtifactBytes),
 		MaxSearchResults:        cfg.Search.MaxResults,
+		// Pages convert as they arrive, beside the fetches still running
+		// and the model's next turn, within the converter's limit.
+		EarlyConversions: toolConcurrency[research.ConvertTool],
 	}
 	if cfg.Search.Enabled() {
 		deps.Search = search.New(search.Config{Endpoint: cfg.Search.Endpoint, APIKey: res.SearchAPIKey.Reveal(),
@@ -99,6 +102,7 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		Persona:  res.Persona,
 		Limits: invocation.Limits{
 			MaxIterations: cfg.LLM.MaxIterations, MaxToolCalls: cfg.LLM.MaxToolCalls,
+			MaxParallelToolCalls: cfg.LLM.MaxParallelToolCalls,
 			MaxRequestCharacters: cfg.LLM.MaxRequestCharacters, MaxResponseCharacters: cfg.LLM.MaxResponseCharacters,
 			MaxToolOutputCharacters: cfg.Web.MaxToolOutputCharacters,
 			ContextWindowTokens:     cfg.LLM.ContextWindowTokens, MaxOutputTokens: cfg.LLM.MaxOutputTokens,

@@ -54,6 +54,12 @@ type ToolResult struct {
 	// of SourceURLs). When the model's answer cites nothing usable, the
 	// host lists these as the Sources itself.
 	Fetched []string
+	// AfterEarlier marks a failure on state that the calls before this
+	// one in the model's turn may change (a URL not known yet, which an
+	// earlier call's results may make known): run after them, the call
+	// could pass. The loop, which runs a turn's calls side by side, runs
+	// such a call once more after the others.
+	AfterEarlier bool
 }
 
 // ToolFailure returns the failure result for code with a short, safe

@@ -33,6 +33,7 @@ type run struct {
 	// reserved is why the run is on its reserved, tool-less request
 	// (reasonMaxToolCalls or reasonMaxIterations), or "" before.
 	reserved string
+	flights map[string]*flight // calls by tool and arguments (see execute)
 }
 
 // turn is one message after the first user message; a tool message keeps
@@ -44,8 +45,9 @@ type turn struct {
 }
 
 // Run is the LLM tool loop of one invocation. It sends the system prompt
-// and the labelled room context to llm, executes requested tools
-// sequentially in the model's order, and validates the final JSON answer,
+// and the labelled room context to llm, executes the tools a turn asks
+// for side by side (Limits.MaxParallelToolCalls), giving back their
+// results in the model's order, and validates the final JSON answer,
 // asking for one repair if it is unusable.
 //
 // Every request is made to fit the model's window (Limits) first: the
@@ -280,7 +282,7 @@ func (r *run) citationProblem(proposed, valid []string) string {
 }
 
 // runTools records the assistant's calls and appends one tool message per
-// call, executing the calls one after another.
+// call that ran, in the calls' order; execute runs them side by side.
 func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 	calls := slices.Clone(resp.ToolCalls)
 	for i := range calls {
@@ -291,15 +293,21 @@ func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 	}
 	// Reasoning is not sent back: it is the model's, not the conversation's.
 	r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content), ToolCalls: calls}})
-	for _, c := range calls {
-		if err := ctx.Err(); err != nil {
-			return err
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, o := range r.execute(ctx, calls) {
+		if !o.ran {
+			continue // the invocation ended before it started
 		}
+		c, res := calls[i], o.res
 		r.calls++
-		res := r.reg.call(ctx, c)
 		name := c.Name
 		if _, known := r.reg.tools[name]; !known {
 			name = "(unknown)" // the model's text, never logged
+		}
+		if o.shared {
+			attemptFrom(ctx).toolShared(ctx, name)
 		}
 		attemptFrom(ctx).toolResult(ctx, name, res)
 		var sources []string
@@ -314,7 +322,7 @@ func (r *run) runTools(ctx context.Context, resp messages.ChatResponse) error {
 		}
 		r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleTool, ToolCallID: c.ID}, result: &res, sources: sources})
 	}
-	return nil
+	return ctx.Err()
 }
 
 // callID is the ID Lisa gives the n-th tool call of a run that came

@@ -66,12 +66,14 @@ func TestRun(t *testing.T) {
 		},
 		{
 			name: "several tool rounds, calls in model order",
+			// One call at a time (llm.max_parallel_tool_calls = 1): they also run in the model's order.
 			steps: []step{
 				calls(call("c1", "web_search", `{"query":"first"}`), call("c2", "web_search", `{"query":"second","limit":3}`)),
 				calls(call("c3", "fetch_web_page", `{"query":"https://a.example/x"}`)),
 				final("Done", "https://a.example/x", "https://c.example/page"),
 			},
 			tools:    searchAndFetch,
+			limits:   Limits{MaxParallelToolCalls: 1},
 			want:     messages.Answer{Markdown: "Done", SourceURLs: []string{"https://a.example/x", "https://c.example/page"}},
 			wantReqs: 3,
 			check: func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool) {

@@ -106,6 +106,9 @@ type Limits struct {
 	MaxIterations int
 	// MaxToolCalls bounds tool calls, including invalid and failed ones.
 	MaxToolCalls int
+	// MaxParallelToolCalls bounds the calls of one model turn that run
+	// at once; 1 runs them one after another.
+	MaxParallelToolCalls int
 	// MaxRequestCharacters bounds the characters of one request: every
 	// message's content, every tool call's name and arguments, and the
 	// tool specs.
@@ -131,6 +134,7 @@ type Limits struct {
 const (
 	DefaultMaxIterations           = 8
 	DefaultMaxToolCalls            = 6
+	DefaultMaxParallelToolCalls    = 4
 	DefaultMaxRequestCharacters    = 120000
 	DefaultMaxResponseCharacters   = 12000
 	DefaultMaxToolOutputCharacters = 30000
@@ -147,6 +151,7 @@ func (l Limits) withDefaults() Limits {
 	}
 	def(&l.MaxIterations, DefaultMaxIterations)
 	def(&l.MaxToolCalls, DefaultMaxToolCalls)
+	def(&l.MaxParallelToolCalls, DefaultMaxParallelToolCalls)
 	def(&l.MaxRequestCharacters, DefaultMaxRequestCharacters)
 	def(&l.MaxResponseCharacters, DefaultMaxResponseCharacters)
 	def(&l.MaxToolOutputCharacters, DefaultMaxToolOutputCharacters)

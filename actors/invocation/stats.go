@@ -65,6 +65,7 @@ type attempt struct {
 	// reserved is why the attempt sent its reserved, tool-less request
 	// (max_tool_calls, max_iterations), or "".
 	reserved string
+	shared   int
 }
 
 // attemptKey keys the attempt in a context.
@@ -117,6 +118,19 @@ func (a *attempt) toolResult(ctx context.Context, tool string, res messages.Tool
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.tools[outcome]++
+}
+
+// toolShared counts and logs a tool call that did no work: it shared the
+// result of an identical call (same tool, same arguments) of this
+// attempt.
+func (a *attempt) toolShared(ctx context.Context, tool string) {
+	if a == nil {
+		return
+	}
+	a.log.InfoContext(ctx, "tool call shared the result of an identical call", "tool", clip(tool, maxNameRunes), "shared", true)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.shared++
 }
 
 // fellBack records and logs that the answer is replaced by the persona's
@@ -247,6 +261,9 @@ func (a *attempt) logAttrs() []any {
 	}
 	if a.proseAnswers > 0 {
 		attrs = append(attrs, codeFinalNotJSON, a.proseAnswers)
+	}
+	if a.shared > 0 {
+		attrs = append(attrs, "tool_calls_shared", a.shared)
 	}
 	if a.textCalls > 0 {
 		attrs = append(attrs, "text_tool_calls", a.textCalls)

@@ -107,6 +107,13 @@ type Source struct {
 	// room by room, until a later request starts from it (the sync
 	// committed it).
 	checked atomic.Value // string
+	// pending are the allowed rooms still to be read back after a failed
+	// /sync (or an unclean stop), each with the UpdatedAtMs of the cursor
+	// it became pending at; checkChunk bounds the pending rooms an answer
+	// reads back besides its own (see Next).
+	pendingMu  sync.Mutex
+	pending    map[id.RoomID]int64
+	checkChunk int
 
 	// stalls are the events whose reply lookups failed answers since the
 	// last complete one (see replyLookupStallAnswers).
@@ -171,8 +178,18 @@ func NewSource(c *Client, opts SyncOptions, ledger BotLedger, log *slog.Logger, 
 		c: c, opts: opts, ledger: ledger, log: log, now: now,
 		classifier: NewClassifier(c.UserID(), opts.AllowedRooms, opts.Aliases),
 		filterJSON: syncFilter(opts.TimelineLimit),
+		pending:    map[id.RoomID]int64{},
+		checkChunk: checkRoomsPerAnswer,
 	}
 }
+
+// checkRoomsPerAnswer bounds the pending rooms one answer reads back
+// besides the rooms it brings: after a crash with 10,000 rooms, reading
+// every room back before the first answer took 1.2 s; the rooms with new
+// events are read back at once, the others over the next answers (each
+// answer also commits the cursor, with an anchor per room: 128 rooms an
+// answer keeps those commits few).
+const checkRoomsPerAnswer = 128
 
 // timelineTypes are the event types Lisa reads from room timelines:
 // messages (and their edits) and redactions.
@@ -209,9 +226,68 @@ func syncFilter(limit int) string {
 // homeserver restarting), and the knowledge died with it.
 func (s *Source) VerifyNext() { s.verify.Store(true) }
 
-// VerifyPending reports whether the next answer will be read back room by
-// room: the last /sync failed, or VerifyNext was called since.
-func (s *Source) VerifyPending() bool { return s.verify.Load() }
+// VerifyPending reports whether rooms remain to be read back: the last
+// /sync failed, VerifyNext was called since, or the rooms of an earlier
+// check are not all read back yet.
+func (s *Source) VerifyPending() bool {
+	if s.verify.Load() {
+		return true
+	}
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	return len(s.pending) > 0
+}
+
+// checkRooms returns the rooms this answer reads back, each with the
+// UpdatedAtMs of the cursor it became pending at: a failed /sync (or
+// VerifyNext) makes every allowed room pending; of the pending rooms, the
+// answer reads back those it brings events of, before classifying them,
+// and up to checkChunk others, in order (fetchParallel in the answer that
+// made rooms pending, so that it is not held up). A room read back in a complete
+// answer is no longer pending (see finish).
+func (s *Source) checkRooms(prev *roompb.SyncCursor, resp *mautrix.RespSync) map[id.RoomID]int64 {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	chunk := s.checkChunk
+	if s.verify.Load() {
+		for room := range s.classifier.allowed {
+			if _, ok := s.pending[room]; !ok {
+				s.pending[room] = prev.GetUpdatedAtMs()
+				// The first answer after a failure (or a crash) is read
+				// at once: it reads one round of other rooms only.
+				chunk = min(s.checkChunk, fetchParallel)
+			}
+		}
+	}
+	if len(s.pending) == 0 {
+		return nil
+	}
+	check := map[id.RoomID]int64{}
+	for room := range resp.Rooms.Join {
+		if since, ok := s.pending[room]; ok {
+			check[room] = since
+		}
+	}
+	others := make([]id.RoomID, 0, len(s.pending))
+	for room := range s.pending {
+		if _, ok := check[room]; !ok {
+			others = append(others, room)
+		}
+	}
+	slices.Sort(others)
+	for _, room := range others[:min(len(others), chunk)] {
+		check[room] = s.pending[room]
+	}
+	return check
+}
+
+// checksPending reports whether pending rooms wait to be read back, so
+// that the next /sync must not long-poll.
+func (s *Source) checksPending() bool {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	return len(s.pending) > 0
+}
 
 // UncommittedCheck reports whether the last answer that was read back room
 // by room may not have been committed: no request has started from its
@@ -226,8 +302,8 @@ func (s *Source) UncommittedCheck() bool {
 // (or when prev has no completed baseline) the response is a baseline: its
 // timelines are recorded as anchors and never answered.
 func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *messages.SyncBatch, err error) {
-	checked := false // this answer is read back room by room
-	defer func() { s.finish(ctx, batch, err, checked) }()
+	var check map[id.RoomID]int64 // the rooms this answer reads back
+	defer func() { s.finish(ctx, batch, err, check) }()
 	if c, _ := s.checked.Load().(string); c != "" && c == prev.GetNextBatch() {
 		s.checked.Store("") // committed: this request starts from it
 	}
@@ -241,10 +317,13 @@ func (s *Source) Next(ctx context.Context, prev *roompb.SyncCursor) (batch *mess
 	// seen answering an incremental /sync shortly after its start with no
 	// rooms and a next_batch past events it never delivered. Every allowed
 	// room is then read back from the homeserver to its last seen event.
-	a := &answer{prev: prev, baseline: baseline, verify: !baseline && s.verify.Load()}
-	checked = a.verify
+	a := &answer{prev: prev, baseline: baseline}
+	if !baseline {
+		a.check = s.checkRooms(prev, resp)
+		check = a.check
+	}
 	a.batch = s.newBatch(prev, resp.NextBatch)
-	for _, rr := range s.fetchRooms(ctx, a, s.roomsToRead(resp, a.verify), resp) {
+	for _, rr := range s.fetchRooms(ctx, a, s.roomsToRead(resp, a.check), resp) {
 		if err := s.readRoom(ctx, a, rr); err != nil {
 			return nil, err
 		}
@@ -291,7 +370,7 @@ func (s *Source) fetchRooms(ctx context.Context, a *answer, rooms []id.RoomID, r
 		}
 		s.noteEncryption(room, rr.jr)
 		rr.perms = s.permissionChanges(room, rr.jr)
-		if !s.mustFetch(a, rr.jr) {
+		if !s.mustFetch(a, room, rr.jr) {
 			rr.events, _, _, _ = s.roomEvents(ctx, a, room, rr.jr)
 			continue
 		}
@@ -310,7 +389,7 @@ func (s *Source) fetchRooms(ctx context.Context, a *answer, rooms []id.RoomID, r
 // needsRead reports whether a room of the answer is one of Lisa's allowed
 // rooms with something to read; others are only counted (readRoom).
 func (s *Source) needsRead(a *answer, rr *roomRead) bool {
-	if rr.jr == nil && (!a.verify || !s.classifier.allowed[rr.room]) {
+	if _, checked := a.check[rr.room]; rr.jr == nil && (!checked || !s.classifier.allowed[rr.room]) {
 		return false
 	}
 	return s.classifier.allowed[rr.room]
@@ -318,27 +397,31 @@ func (s *Source) needsRead(a *answer, rr *roomRead) bool {
 
 // mustFetch reports whether roomEvents will read the room's history from
 // the homeserver.
-func (s *Source) mustFetch(a *answer, jr *mautrix.SyncJoinedRoom) bool {
+func (s *Source) mustFetch(a *answer, room id.RoomID, jr *mautrix.SyncJoinedRoom) bool {
 	if a.baseline {
 		return false
 	}
-	return a.verify || (jr != nil && jr.Timeline.Limited && jr.Timeline.PrevBatch != "")
+	_, checked := a.check[room]
+	return checked || (jr != nil && jr.Timeline.Limited && jr.Timeline.PrevBatch != "")
 }
 
 // answer is one /sync answer being read.
 type answer struct {
 	prev *roompb.SyncCursor
-	// baseline: the answer only records anchors; verify: every allowed
-	// room is read back (see Next).
-	baseline, verify bool
-	batch            *messages.SyncBatch
+	// baseline: the answer only records anchors.
+	baseline bool
+	// check are the rooms read back from the homeserver (see
+	// checkRooms), each with the UpdatedAtMs of the cursor it became
+	// pending at.
+	check map[id.RoomID]int64
+	batch *messages.SyncBatch
 }
 
 // finish records what an answer that ended with err says about the next:
 // any failure may have been the homeserver's, so the next response is
 // checked room by room; a complete batch clears the check. A request Lisa
 // cancelled herself to stop says nothing either way.
-func (s *Source) finish(ctx context.Context, batch *messages.SyncBatch, err error, checked bool) {
+func (s *Source) finish(ctx context.Context, batch *messages.SyncBatch, err error, check map[id.RoomID]int64) {
 	if err != nil && errors.Is(context.Cause(ctx), messages.ErrStopping) {
 		return
 	}
@@ -346,7 +429,12 @@ func (s *Source) finish(ctx context.Context, batch *messages.SyncBatch, err erro
 	if err == nil {
 		s.forgetStalls()
 	}
-	if err == nil && checked {
+	if err == nil && len(check) > 0 {
+		s.pendingMu.Lock()
+		for room := range check {
+			delete(s.pending, room)
+		}
+		s.pendingMu.Unlock()
 		s.checked.Store(batch.Cursor.GetNextBatch())
 	}
 }
@@ -357,7 +445,9 @@ func (s *Source) request(ctx context.Context, prev *roompb.SyncCursor, baseline 
 	req := mautrix.ReqSync{FilterID: s.filterJSON}
 	if !baseline {
 		req.Since = prev.GetNextBatch()
-		req.Timeout = int(s.opts.Timeout.Milliseconds())
+		if !s.checksPending() { // rooms to read back: no long poll until they are
+			req.Timeout = int(s.opts.Timeout.Milliseconds())
+		}
 	}
 	resp, err := s.c.cli.FullSyncRequest(ctx, req)
 	if err != nil {
@@ -384,18 +474,16 @@ func (s *Source) newBatch(prev *roompb.SyncCursor, nextBatch string) *messages.S
 	return &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}, NotAllowed: map[string]int{}}
 }
 
-// roomsToRead lists, sorted, the rooms of resp and, when verifying, every
-// allowed room it left out.
-func (s *Source) roomsToRead(resp *mautrix.RespSync, verify bool) []id.RoomID {
+// roomsToRead lists, sorted, the rooms of resp and the rooms read back
+// that it left out.
+func (s *Source) roomsToRead(resp *mautrix.RespSync, check map[id.RoomID]int64) []id.RoomID {
 	rooms := make([]id.RoomID, 0, len(resp.Rooms.Join))
 	for room := range resp.Rooms.Join {
 		rooms = append(rooms, room)
 	}
-	if verify {
-		for room := range s.classifier.allowed {
-			if _, ok := resp.Rooms.Join[room]; !ok {
-				rooms = append(rooms, room)
-			}
+	for room := range check {
+		if _, ok := resp.Rooms.Join[room]; !ok {
+			rooms = append(rooms, room)
 		}
 	}
 	slices.Sort(rooms)
@@ -519,7 +607,11 @@ func (s *Source) roomEvents(ctx context.Context, a *answer, room id.RoomID, jr *
 			from = jr.Timeline.PrevBatch
 		}
 	}
-	if a.baseline || (from == "" && !a.verify) {
+	since, checked := a.check[room]
+	if !checked {
+		since = a.prev.GetUpdatedAtMs()
+	}
+	if a.baseline || (from == "" && !checked) {
 		return events, false, false, nil
 	}
 	// A limited timeline is filled back from its start; a room being
@@ -540,7 +632,9 @@ func (s *Source) roomEvents(ctx context.Context, a *answer, room id.RoomID, jr *
 		// Unseen is not the same as old (a room Lisa has seen nothing of
 		// yet may have a long history): keep only what arrived after the
 		// previous commit.
-		recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < a.prev.GetUpdatedAtMs() })
+		// A room read back answers after it became pending goes by
+		// the cursor of that moment.
+		recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < since })
 	}
 	return mergeByID(recovered, events), false, !closed, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -265,5 +266,101 @@ func TestVerifyRepeatsFailedReads(t *testing.T) {
 				t.Fatal("a complete check is still pending")
 			}
 		})
+	}
+}
+
+// TestCheckSpreadOverAnswers: after an unclean stop, the rooms to read
+// back are read over several answers (checkChunk of them each, besides
+// the rooms an answer brings events of, which are read back before
+// their events are classified), with no long poll until every room is
+// read; every hidden mention comes out exactly once, in its room's
+// order, also in a room that had seen nothing before the crash and is
+// read back answers later. The check is pending until the last room is
+// read, and uncommitted until a request starts from that answer.
+func TestCheckSpreadOverAnswers(t *testing.T) {
+	const (
+		bot, device, token     = "@lisa:fake.test", "LISA", "fake-token"
+		human                  = "@ann:fake.test"
+		roomA, roomB, roomC, D = "!a:fake.test", "!b:fake.test", "!c:fake.test", "!d:fake.test"
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hs := fakehs.New(fakehs.Options{UserID: bot, DeviceID: device, Token: token})
+	if err := hs.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close()
+	for _, r := range []string{roomA, roomB, roomC, D} {
+		hs.CreateRoom(r, map[string]string{human: "Ann"})
+	}
+	post := func(room, body string) {
+		t.Helper()
+		content := map[string]any{"msgtype": "m.text", "body": body, "m.mentions": map[string]any{"user_ids": []string{bot}}}
+		if _, _, err := hs.Post(room, human, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	post(roomA, "history, before the baseline")
+	post(D, "more history")
+	cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A long poll that would hold an answer for a minute: the test
+	// fails by its deadline if a request long-polls with checks pending.
+	opts := SyncOptions{Timeout: time.Minute, TimelineLimit: 20, GapPageLimit: 5, AllowedRooms: []string{roomA, roomB, roomC, D}}
+	base, err := NewSource(cli, opts, &emptyLedger{}, slog.New(slog.DiscardHandler), time.Now).Next(ctx, &roompb.SyncCursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(roomA, "one")
+	post(roomC, "two") // room C had nothing before: no last seen event
+	post(D, "three")
+	hs.SkipSyncs(1)
+	src := NewSource(cli, opts, &emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+	src.checkChunk = 1
+	src.VerifyNext() // a start after an unclean stop
+
+	bodies := func(b *messages.SyncBatch) []string {
+		var out []string
+		for _, c := range b.Candidates {
+			out = append(out, c.GetBody())
+		}
+		return out
+	}
+	cur := base.Cursor
+	next := func(name string, want ...string) {
+		t.Helper()
+		b, err := src.Next(ctx, cur)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := bodies(b); !slices.Equal(got, want) {
+			t.Fatalf("%s: candidates %v, want %v", name, got, want)
+		}
+		cur = b.Cursor
+	}
+	// The skipping answer brings no room: it reads back one pending room.
+	next("first answer", "one")
+	if !src.VerifyPending() {
+		t.Fatal("rooms left to read back, but no check pending")
+	}
+	// Room D comes with a new event while it is still pending: it is read
+	// back in this answer, its hidden mention before the new one; and one
+	// more pending room (B, with nothing hidden) is read.
+	post(D, "four")
+	next("second answer", "three", "four")
+	// The last pending room, C: its mention, hidden answers ago, is kept.
+	next("third answer", "two")
+	if src.VerifyPending() {
+		t.Fatal("every room read back, but a check still pending")
+	}
+	if !src.UncommittedCheck() {
+		t.Fatal("the last checked answer counted as committed before a request started from it")
+	}
+	post(roomB, "five")
+	next("a trusted answer", "five")
+	if src.UncommittedCheck() {
+		t.Fatal("a request from the checked answer's cursor did not count it as committed")
 	}
 }

@@ -76,6 +76,14 @@ type Deps struct {
 	// result_count argument and is its default; 0 means
 	// DefaultMaxSearchResults.
 	MaxSearchResults int
+	// EarlyConversions, when positive, converts every HTML page as soon
+	// as fetch_web_page has it, at most this many conversions at once
+	// across all sessions (the converter's concurrency limit):
+	// html_to_markdown then takes the result, often ready by the time
+	// the model asks, instead of converting while the member waits. A
+	// conversion nobody asks for ends with its session. 0 converts only
+	// when asked.
+	EarlyConversions int
 }
 
 // ErrTooManySessions is returned by [Service.Open] when MaxSessions
@@ -88,6 +96,9 @@ var ErrTooManySessions = errors.New("research: too many open sessions")
 type Service struct {
 	d          Deps
 	searchSpec messages.ToolSpec
+	// converting holds one token per early conversion running (see
+	// Deps.EarlyConversions); nil without early conversions.
+	converting chan struct{}
 	mu         sync.Mutex
 	sessions   map[string]*session
 }
@@ -105,7 +116,11 @@ func New(d Deps) *Service {
 	if d.MaxSearchResults <= 0 {
 		d.MaxSearchResults = DefaultMaxSearchResults
 	}
-	return &Service{d: d, sessions: map[string]*session{}, searchSpec: newSearchSpec(d.MaxSearchResults)}
+	svc := &Service{d: d, sessions: map[string]*session{}, searchSpec: newSearchSpec(d.MaxSearchResults)}
+	if d.EarlyConversions > 0 && d.Convert != nil {
+		svc.converting = make(chan struct{}, d.EarlyConversions)
+	}
+	return svc
 }
 
 // Tool names.
@@ -157,24 +172,31 @@ func (s *Service) Open(known ...string) (string, error) {
 		return "", err
 	}
 	sess := newSession(s.d)
+	sess.converting = s.converting
 	for _, text := range known {
 		sess.allowURLsIn(text)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.sessions) >= s.d.MaxSessions {
+		sess.end()
 		return "", ErrTooManySessions
 	}
 	s.sessions[id] = sess
 	return id, nil
 }
 
-// Close ends session id: its artifacts and known URLs are dropped, and
-// later calls naming it fail. Closing an unknown ID does nothing.
+// Close ends session id: its early conversions still running are
+// cancelled, its artifacts and known URLs are dropped, and later calls
+// naming it fail. Closing an unknown ID does nothing.
 func (s *Service) Close(id string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	sess := s.sessions[id]
 	delete(s.sessions, id)
+	s.mu.Unlock()
+	if sess != nil {
+		sess.end()
+	}
 }
 
 // KnownURLs returns the URLs known to session id (see the known-URL rule
@@ -223,6 +245,17 @@ type artifact struct {
 	finalURL string
 	title    string
 	body     []byte
+	// early is the page's early conversion (HTML with
+	// Deps.EarlyConversions only).
+	early *conversion
+}
+
+// conversion is one early conversion: md and err are set once done is
+// closed.
+type conversion struct {
+	done chan struct{}
+	md   string
+	err  error
 }
 
 // session is one invocation's artifact store and known URLs.
@@ -234,10 +267,42 @@ type session struct {
 	// known holds the URLs fetch_web_page may fetch (see the known-URL
 	// rule in knownurls.go); guarded by mu.
 	known *knownURLs
+	// converting is the service's early-conversion tokens (nil: none);
+	// ctx ends with the session, and with it its early conversions.
+	converting chan struct{}
+	ctx        context.Context
+	end        context.CancelFunc
 }
 
 func newSession(d Deps) *session {
-	return &session{d: d, artifacts: map[string]*artifact{}, known: newKnownURLs(maxKnownURLs, d.ValidateURL)}
+	ctx, end := context.WithCancel(context.Background())
+	return &session{d: d, artifacts: map[string]*artifact{}, known: newKnownURLs(maxKnownURLs, d.ValidateURL), ctx: ctx, end: end}
+}
+
+// convertEarly starts converting art, an HTML page just fetched, once a
+// conversion token is free; the session's end cancels it.
+func (s *session) convertEarly(art *artifact) {
+	c := &conversion{done: make(chan struct{})}
+	s.mu.Lock()
+	art.early = c
+	s.mu.Unlock()
+	go func() {
+		defer close(c.done)
+		defer func() {
+			// Outside the tool pool nothing else would catch a panic.
+			if p := recover(); p != nil {
+				c.md, c.err = "", &messages.ToolError{Code: messages.ToolConversionFailed, Message: "The converter failed unexpectedly."}
+			}
+		}()
+		select {
+		case s.converting <- struct{}{}:
+			defer func() { <-s.converting }()
+		case <-s.ctx.Done():
+			c.err = &messages.ToolError{Code: messages.ToolConversionFailed, Message: "The conversion was cancelled."}
+			return
+		}
+		c.md, c.err = s.d.Convert.Convert(s.ctx, art.body)
+	}()
 }
 
 // allowURLsIn makes the http and https URLs found in text known to this
@@ -340,7 +405,11 @@ func (s *session) fetch(ctx context.Context, args json.RawMessage) *messages.Too
 	// say from the room's text, never reaches the network. Nothing here
 	// logs the URL.
 	if !s.isKnown(a.URL) {
-		return failure(errUnknownURL)
+		// An earlier call of the same turn, still running, may make it
+		// known: the loop tries once more after it.
+		res := failure(errUnknownURL)
+		res.AfterEarlier = true
+		return res
 	}
 	page, err := s.d.Fetch.Fetch(ctx, a.URL)
 	if err != nil {
@@ -350,9 +419,13 @@ func (s *session) fetch(ctx context.Context, args json.RawMessage) *messages.Too
 	mediaType, _, _ := strings.Cut(page.ContentType, ";")
 	mediaType = strings.TrimSpace(strings.ToLower(mediaType))
 	isHTML := mediaType == "text/html" || mediaType == "application/xhtml+xml"
-	id, err := s.store(&artifact{html: isHTML, finalURL: page.FinalURL, title: page.Title, body: page.Body})
+	art := &artifact{html: isHTML, finalURL: page.FinalURL, title: page.Title, body: page.Body}
+	id, err := s.store(art)
 	if err != nil {
 		return failure(err)
+	}
+	if isHTML && s.converting != nil {
+		s.convertEarly(art) // stored first: a page over the budget is not converted
 	}
 	res := &messages.ToolResult{OK: true, Code: "ok", SourceURLs: []string{page.FinalURL}, SourceTitles: map[string]string{page.FinalURL: page.Title},
 		Fetched: []string{page.FinalURL}}
@@ -386,7 +459,18 @@ func (s *session) convert(ctx context.Context, args json.RawMessage) *messages.T
 	if !art.html {
 		return failure(&messages.ToolError{Code: messages.ToolUnsupportedContentType, Message: "the artifact is not HTML"})
 	}
-	md, err := s.d.Convert.Convert(ctx, art.body)
+	var md string
+	var err error
+	if c := s.early(art); c != nil {
+		select {
+		case <-c.done:
+			md, err = c.md, c.err
+		case <-ctx.Done():
+			return failure(&messages.ToolError{Code: messages.ToolTimeout, Message: "The conversion did not finish in time."})
+		}
+	} else {
+		md, err = s.d.Convert.Convert(ctx, art.body)
+	}
 	if err != nil {
 		return failure(err)
 	}
@@ -397,6 +481,13 @@ func (s *session) convert(ctx context.Context, args json.RawMessage) *messages.T
 	s.learnLinks(text, art.finalURL) // links the model now sees
 	return &messages.ToolResult{OK: true, Code: "ok", Content: text,
 		SourceURLs: []string{art.finalURL}, SourceTitles: map[string]string{art.finalURL: art.title}}
+}
+
+// early returns art's early conversion, or nil.
+func (s *session) early(art *artifact) *conversion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return art.early
 }
 
 // store keeps an artifact under a fresh opaque ID, within the session's

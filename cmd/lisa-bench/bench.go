@@ -45,6 +45,8 @@ type benchOptions struct {
 	prefixInvocations   int    // prompt prefix: invocations in the lived-in room
 	prefixBetween       int    // prompt prefix: messages of others before each
 	prefixStep          int    // prompt prefix: context.window_step_events (0: the default)
+	researchInvocations int    // research: measured invocations per configuration
+	researchModelMs     int    // research: the scripted model's time per request
 	logOut              io.Writer
 }
 
@@ -58,6 +60,7 @@ type benchReport struct {
 	Throughput *throughputStats `json:"throughput,omitempty"`
 	Scale      *scaleReport     `json:"scale,omitempty"`
 	Prefix     *prefixReport    `json:"prompt_prefix,omitempty"`
+	Research   *researchReport  `json:"research,omitempty"`
 	Targets    []targetResult   `json:"targets"`
 }
 
@@ -125,6 +128,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.prefixInvocations, "prefix-invocations", 50, "prompt prefix: invocations in a lived-in room")
 	fs.IntVar(&o.prefixBetween, "prefix-between", 3, "prompt prefix: messages of others before each invocation")
 	fs.IntVar(&o.prefixStep, "prefix-step", 0, "prompt prefix: context.window_step_events (0 keeps the default)")
+	fs.IntVar(&o.researchInvocations, "research-invocations", 5, "research: measured invocations with the default llm.max_parallel_tool_calls, and as many with 1 (0 skips the phase)")
+	fs.IntVar(&o.researchModelMs, "research-model-ms", 400, "research: the scripted model's fixed time per request, in ms")
 	verbose := fs.Bool("v", false, "show Lisa's warnings and errors on stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -221,6 +226,14 @@ func runBench(ctx context.Context, o benchOptions, progress io.Writer) (*benchRe
 		}
 		rep.Prefix = pr
 	}
+	if o.researchInvocations > 0 {
+		step("research: three pages in one turn (%v), model %d ms per request; %d invocations with the default max_parallel_tool_calls and with 1", researchPageDelays, o.researchModelMs, o.researchInvocations)
+		rr, err := benchResearch(ctx, filepath.Join(work, "research"), o)
+		if err != nil {
+			return rep, fmt.Errorf("research: %w", err)
+		}
+		rep.Research = rr
+	}
 	if o.dendrite && o.dendriteInvocations > 0 {
 		step("latency through Dendrite: %d invocations (the first run builds Dendrite)", o.dendriteInvocations)
 		lr, err := benchDendriteLatency(ctx, filepath.Join(work, "dendrite"), o)
@@ -285,6 +298,9 @@ func targets(r *benchReport) []targetResult {
 			targetResult{"ready time", "≤ 1 s", fmt.Sprintf("%.3f s to first answer (%d rooms, %d journal events; all rooms live after %.3f s)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.AllLiveSeconds), s.ReadySeconds <= 1},
 		)
 		out = append(out, startupTargets(s.Startup)...)
+	}
+	if rr := r.Research; rr != nil {
+		out = append(out, researchTargets(rr)...)
 	}
 	if p := r.Prefix; p != nil {
 		out = append(out, targetResult{"shared prompt prefix (#30)", "≥ 90 % of successive requests' bytes",
@@ -370,6 +386,7 @@ func printRest(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "  %-42s %.1f %% (median %.1f %%, p10 %.1f %%, least %.1f %%; %d start moves; %d bytes per request)\n", "shared with the previous request",
 			100*p.SharedFraction, 100*p.P50Fraction, 100*p.P10Fraction, 100*p.MinFraction, p.StartMoves, p.MeanRequestBytes)
 	}
+	printResearch(w, r.Research)
 	if len(r.Targets) > 0 {
 		fmt.Fprintf(w, "targets (issues #8, #19, #30)\n")
 		for _, t := range r.Targets {

@@ -139,6 +139,12 @@ func startBenchLisa(ctx context.Context, work string, hs benchTarget, llmURL str
 // startBenchLisaWith is startBenchLisa with extra configuration text
 // appended (more keys of [context], say).
 func startBenchLisaWith(ctx context.Context, work string, hs benchTarget, llmURL string, rooms []string, maxConcurrent int, logOut io.Writer, extra string) (*benchLisa, error) {
+	return startBenchLisaLLM(ctx, work, hs, llmURL, rooms, maxConcurrent, logOut, "", extra)
+}
+
+// startBenchLisaLLM is startBenchLisaWith with more keys of [llm]
+// (llmExtra, one "key = value" a line) as well.
+func startBenchLisaLLM(ctx context.Context, work string, hs benchTarget, llmURL string, rooms []string, maxConcurrent int, logOut io.Writer, llmExtra, extra string) (*benchLisa, error) {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return nil, err
 	}
@@ -161,7 +167,7 @@ mention_aliases = ["Lisa"]
 base_url = %q
 api_key = ""
 model = "bench-model"
-
+%s
 [persona]
 path = "persona.md"
 generic_error = "Something went wrong."
@@ -174,7 +180,7 @@ max_concurrent_rooms = %d
 # One human sends every mention of the bench, hundreds per room: the
 # per-sender flood guard would refuse them.
 sender_rate_limit = 0
-`, hs.url, hs.user, hs.device, strings.Join(quoted, ", "), llmURL, maxConcurrent) + extra
+`, hs.url, hs.user, hs.device, strings.Join(quoted, ", "), llmURL, llmExtra, maxConcurrent) + extra
 	cfgPath := filepath.Join(work, "lisa.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
 		return nil, err

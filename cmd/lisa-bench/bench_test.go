@@ -31,13 +31,14 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := bench(ctx, []string{"-invocations", "5", "-warmup", "1", "-latency-rooms", "2", "-dendrite=false",
 		"-rooms", "4", "-per-room", "2", "-idle-rooms", "20", "-journal-events", "400", "-fsyncs", "10", "-rtts", "20",
-		"-prefix-invocations", "4", "-json", jsonPath}, &stdout, &stderr)
+		"-prefix-invocations", "4", "-research-invocations", "1", "-research-model-ms", "20", "-json", jsonPath}, &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5, fakes in their own process)", "store floor", "÷ store floor",
 		"Lisa's CPU per invocation", "top 10 flat", "top 10 cumulative",
-		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19, #30)", "prompt prefix (4 invocations", "shared prompt prefix (#30)", "start-up, worst shape", "after a crash"} {
+		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19, #30)", "prompt prefix (4 invocations", "shared prompt prefix (#30)", "start-up, worst shape", "after a crash",
+		"research (pages [300 500 800] ms, model 20 ms × 3 requests", "max_parallel_tool_calls = 4", "max_parallel_tool_calls = 1", "research answer (#27)"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
 		}
@@ -92,6 +93,13 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 				Crash          startFigures
 			} `json:"startup"`
 		}
+		Research *struct {
+			FloorMs    float64         `json:"floor_ms"`
+			SumFloorMs float64         `json:"sequential_floor_ms"`
+			Converter  string          `json:"converter"`
+			Parallel   researchFigures `json:"parallel"`
+			Sequential researchFigures `json:"sequential"`
+		} `json:"research"`
 		Targets []struct{ Name string }
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
@@ -118,8 +126,22 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Errorf("scale = %+v", rep.Scale)
 	case len(rep.Scale.Startup) != 2 || rep.Scale.Startup[0].EventsPerRoom != 20 || rep.Scale.Startup[1].EventsPerRoom != 49:
 		t.Errorf("start-up shapes = %+v", rep.Scale.Startup)
-	case len(rep.Targets) != 10: // with the shared prompt prefix (#30)
+	case rep.Research == nil || rep.Research.FloorMs != 860 || rep.Research.SumFloorMs != 1660 || rep.Research.Converter == "":
+		t.Errorf("research = %+v", rep.Research)
+	case rep.Research.Parallel.Parallel != 4 || rep.Research.Sequential.Parallel != 1:
+		t.Errorf("research runs = %+v", rep.Research)
+	case len(rep.Targets) != 13: // with the shared prompt prefix (#30), research and the first answer after a crash (#27)
 		t.Errorf("targets = %+v", rep.Targets)
+	}
+	if rr := rep.Research; rr != nil {
+		for _, run := range []researchFigures{rr.Parallel, rr.Sequential} {
+			// Timings are not judged here, only that each invocation did
+			// its work: three pages, three model requests.
+			if run.N != 1 || run.P50Ms <= 0 || run.Ratio <= 0 || run.LisaCPU <= 0 || run.PageRequests != 3 || run.ModelRequests != 3 ||
+				len(run.Segments) != len(researchSegmentNames) {
+				t.Errorf("research run = %+v", run)
+			}
+		}
 	}
 	for _, sr := range rep.Scale.Startup {
 		for _, run := range []startFigures{sr.Clean, sr.Crash} {
@@ -128,6 +150,18 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// researchFigures is what the smoke test reads of one research run.
+type researchFigures struct {
+	Parallel      int     `json:"max_parallel_tool_calls"`
+	N             int     `json:"invocations"`
+	P50Ms         float64 `json:"answer_p50_ms"`
+	Ratio         float64 `json:"floor_ratio"`
+	LisaCPU       float64 `json:"lisa_cpu_ms_per_invocation"`
+	PageRequests  float64 `json:"page_requests_per_invocation"`
+	ModelRequests float64 `json:"model_requests_per_invocation"`
+	Segments      []struct{ Name string }
 }
 
 // startFigures is what the smoke test reads of one start.

@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -266,5 +270,78 @@ allow_private_addresses = true
 	}
 	if lines != 1 {
 		t.Errorf("the provider's error is on %d log lines, want 1 (the ERROR line)", lines)
+	}
+}
+
+// TestResearchThreeFetchesAtOnce: a model that asks for three pages in
+// one turn (and for the first one twice) gets them fetched side by side
+// — each page answers only once all three requests have arrived, so
+// fetches one after another would fail — the repeated URL fetched once,
+// and the reply lists all three pages under Sources.
+func TestResearchThreeFetchesAtOnce(t *testing.T) {
+	const barrier = 5 * time.Second // a page waits this long for the other two at most
+	var (
+		mu      sync.Mutex
+		hits    = map[string]int{}
+		arrived = make(chan struct{})
+		waiting int
+	)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		if waiting++; waiting == 3 {
+			close(arrived)
+		}
+		mu.Unlock()
+		select {
+		case <-arrived:
+		case <-time.After(barrier):
+			http.Error(w, "the other pages were not asked for at the same time", http.StatusServiceUnavailable)
+			return
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "Page %s says the answer is forty-two.\n", r.URL.Path)
+	}))
+	defer page.Close()
+	urls := []string{page.URL + "/one", page.URL + "/two", page.URL + "/three"}
+
+	e := newE2E(t, 1)
+	room := e.allowed[0]
+	e.extraConfig = "\n[web]\nallow_private_addresses = true\n"
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				return llmfake.Answer("All three pages agree: forty-two.", urls...)
+			}
+		}
+		var calls []llmfake.ToolCall
+		for _, u := range append(slices.Clone(urls), urls[0]) {
+			calls = append(calls, llmfake.Call("fetch_web_page", map[string]string{"url": u}))
+		}
+		return llmfake.ToolCalls(calls...)
+	})))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(room, "compare "+strings.Join(urls, " and ")+" please")
+	e.awaitReply(room, ev)
+	mu.Lock()
+	got := maps.Clone(hits) // before the sentinel, whose invocation runs the same script
+	mu.Unlock()
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+
+	formatted, _ := e.lisaReply(room, ev).Content.Raw["formatted_body"].(string)
+	for _, u := range urls {
+		if !strings.Contains(formatted, `href="`+u+`"`) {
+			t.Errorf("%s is not linked under Sources: %s", u, formatted)
+		}
+	}
+	if got["/one"] != 1 || got["/two"] != 1 || got["/three"] != 1 {
+		t.Errorf("page requests = %v: want each page fetched once (the repeated URL shared)", got)
+	}
+	if !strings.Contains(p.text(), "tool call shared the result of an identical call") {
+		t.Error("the repeated fetch was not logged as shared")
 	}
 }
