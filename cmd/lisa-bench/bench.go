@@ -75,13 +75,27 @@ type machineInfo struct {
 	StartedAt string `json:"started_at"`
 }
 
-// targetResult is one acceptance target of issue #8.
+// targetResult is one target of docs/performance.md, judged on what the
+// run measured.
 type targetResult struct {
 	Name   string `json:"name"`
 	Target string `json:"target"`
 	Value  string `json:"value"`
 	Met    bool   `json:"met"`
+	// Kind is kindGoal (what members wait for) or kindGuard (Lisa's own
+	// cost, kept from regressing).
+	Kind string `json:"kind"`
 }
+
+// Kinds of target.
+const (
+	// kindGoal: a wait members feel (a research answer, the first answer
+	// after a start).
+	kindGoal = "goal"
+	// kindGuard: Lisa's own cost, which members cannot feel beside the
+	// model and the pages, guarded against regressions.
+	kindGuard = "guard"
+)
 
 // Exit codes, as lisa's.
 const (
@@ -276,35 +290,38 @@ func startRecording(path string, start func(io.Writer) error, stop func()) (func
 	return func() { stop(); _ = f.Close() }, nil
 }
 
-// targets evaluates the acceptance targets of issues #8, #18 and #19 on
-// what was measured. Latency is judged against the store floor (#18).
+// targets judges the run against docs/performance.md's targets (issue
+// #27): the goals are the waits members feel — a research answer within
+// 1.2 × (slowest page + model time), the first answer within 1 s of a
+// start in every shape, after a clean stop and after a crash; the guards
+// keep Lisa's own cost from regressing — bot-added p50 ≤ 5 ms on the fake
+// homeserver, ≥ 600 invocations/s across the throughput rooms, ≤ 4 KiB
+// per idle room, replay ≥ 300,000 events/s — and the shared prompt prefix
+// of issue #30 is reported with its goal.
 func targets(r *benchReport) []targetResult {
 	var out []targetResult
-	if f := r.Fake; f != nil {
-		out = append(out,
-			targetResult{"latency p50 (fake homeserver)", "≤ 2× store floor", fmt.Sprintf("%.2f× (%.2f ms, store floor %.2f ms)", f.StoreP50Ratio, f.P50Ms, r.Floor.StoreFloorMs), f.StoreP50Ratio <= 2},
-			targetResult{"latency p99 (fake homeserver)", "≤ 5× store floor", fmt.Sprintf("%.2f× (%.2f ms)", f.StoreP99Ratio, f.P99Ms), f.StoreP99Ratio <= 5},
-			targetResult{"latency p50, absolute", "≤ 2.5 ms", fmt.Sprintf("%.2f ms", f.P50Ms), f.P50Ms <= 2.5},
-		)
-	}
-	if t := r.Throughput; t != nil {
-		bar := min(1000, 0.8*t.CeilingPerSecond)
-		out = append(out, targetResult{"throughput", fmt.Sprintf("≥ min(1000/s, 80%% of ceiling %.0f/s) = %.0f/s", t.CeilingPerSecond, bar),
-			fmt.Sprintf("%.0f/s (%.0f%% of ceiling)", t.PerSecond, 100*t.CeilingRatio), t.PerSecond >= bar})
-	}
-	if s := r.Scale; s != nil {
-		out = append(out,
-			targetResult{"RSS per idle room", "≤ 4 KiB", fmt.Sprintf("%.2f KiB at %d rooms", s.RSSPerRoomKiB, s.IdleRooms), s.RSSPerRoomKiB <= 4},
-			targetResult{"ready time", "≤ 1 s", fmt.Sprintf("%.3f s to first answer (%d rooms, %d journal events; all rooms live after %.3f s)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.AllLiveSeconds), s.ReadySeconds <= 1},
-		)
-		out = append(out, startupTargets(s.Startup)...)
-	}
 	if rr := r.Research; rr != nil {
 		out = append(out, researchTargets(rr)...)
 	}
+	if s := r.Scale; s != nil {
+		out = append(out, targetResult{"start → first answer, idle rooms", "≤ 1 s", fmt.Sprintf("%.3f s (%d rooms, %d journal events; all rooms live after %.3f s)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.AllLiveSeconds), s.ReadySeconds <= 1, kindGoal})
+		out = append(out, startupTargets(s.Startup)...)
+	}
+	if f := r.Fake; f != nil {
+		out = append(out, targetResult{"bot-added latency p50 (fake homeserver)", "≤ 5 ms",
+			fmt.Sprintf("%.2f ms (%.2f× the store floor of %.2f ms; p99 %.2f ms)", f.P50Ms, f.StoreP50Ratio, r.Floor.StoreFloorMs, f.P99Ms), f.P50Ms <= 5, kindGuard})
+	}
+	if t := r.Throughput; t != nil {
+		out = append(out, targetResult{"throughput", fmt.Sprintf("≥ 600 invocations/s across %d rooms", t.Rooms),
+			fmt.Sprintf("%.0f/s (%.0f%% of the fsync-bound ceiling %.0f/s)", t.PerSecond, 100*t.CeilingRatio, t.CeilingPerSecond), t.PerSecond >= 600, kindGuard})
+	}
+	if s := r.Scale; s != nil {
+		out = append(out, targetResult{"RSS per idle room", "≤ 4 KiB", fmt.Sprintf("%.2f KiB at %d rooms", s.RSSPerRoomKiB, s.IdleRooms), s.RSSPerRoomKiB <= 4, kindGuard})
+		out = append(out, replayTarget(s.Startup)...)
+	}
 	if p := r.Prefix; p != nil {
 		out = append(out, targetResult{"shared prompt prefix (#30)", "≥ 90 % of successive requests' bytes",
-			fmt.Sprintf("%.1f %% over %d requests (%d start moves)", 100*p.SharedFraction, p.Requests, p.StartMoves), p.SharedFraction >= 0.9})
+			fmt.Sprintf("%.1f %% over %d requests (%d start moves)", 100*p.SharedFraction, p.Requests, p.StartMoves), p.SharedFraction >= 0.9, kindGoal})
 	}
 	return out
 }
@@ -388,13 +405,13 @@ func printRest(w io.Writer, r *benchReport) {
 	}
 	printResearch(w, r.Research)
 	if len(r.Targets) > 0 {
-		fmt.Fprintf(w, "targets (issues #8, #19, #30)\n")
+		fmt.Fprintf(w, "targets (docs/performance.md: goals are what members wait for, guards keep Lisa's own cost)\n")
 		for _, t := range r.Targets {
 			mark := "MET"
 			if !t.Met {
 				mark = "NOT MET"
 			}
-			fmt.Fprintf(w, "  %-7s %-32s %-44s %s\n", mark, t.Name, t.Target, t.Value)
+			fmt.Fprintf(w, "  %-7s %-5s %-48s %-40s %s\n", mark, t.Kind, t.Name, t.Target, t.Value)
 		}
 	}
 }

@@ -385,10 +385,10 @@ func researchTargets(r *researchReport) []targetResult {
 	return []targetResult{
 		{"research answer (#27)", "≤ 1.2 × (slowest page + model time)",
 			fmt.Sprintf("%.2f× (%.0f ms; floor %.0f ms, max_parallel_tool_calls %d)", r.Parallel.FloorRatio, r.Parallel.AnswerP50Ms, r.FloorMs, r.Parallel.MaxParallelToolCalls),
-			r.Parallel.FloorRatio <= 1.2},
+			r.Parallel.FloorRatio <= 1.2, kindGoal},
 		{"research, one call at a time", "≥ every page in turn + model time",
 			fmt.Sprintf("%.2f× of %.0f ms (%.0f ms; %.2f× the parallel floor)", r.Sequential.SumRatio, r.SumFloorMs, r.Sequential.AnswerP50Ms, r.Sequential.FloorRatio),
-			r.Sequential.SumRatio >= 1},
+			r.Sequential.SumRatio >= 1, kindGoal},
 	}
 }
 

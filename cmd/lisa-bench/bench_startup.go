@@ -187,15 +187,15 @@ func printStartup(w io.Writer, shapes []startupReport) {
 	}
 }
 
-// startupTargets evaluates the start-up targets of issue #19 on the clean
-// starts of every shape, and the first answer after a crash (issue #27:
-// a crashed start also checks the rooms one by one, docs/reliability.md)
-// in every shape.
+// startupTargets judges the first answer after a start in every shape,
+// after a clean stop (issue #19) and after a crash (issue #27: a crashed
+// start also reads the rooms back, docs/reliability.md). Both are goals:
+// a member waits for that answer.
 func startupTargets(shapes []startupReport) []targetResult {
 	if len(shapes) == 0 {
 		return nil
 	}
-	first, crashed, slowest, worst := shapes[0], shapes[0], shapes[0], shapes[len(shapes)-1]
+	first, crashed := shapes[0], shapes[0]
 	for _, sr := range shapes {
 		if sr.Clean.FirstAnswerSeconds > first.Clean.FirstAnswerSeconds {
 			first = sr
@@ -203,14 +203,24 @@ func startupTargets(shapes []startupReport) []targetResult {
 		if sr.Crash.FirstAnswerSeconds > crashed.Crash.FirstAnswerSeconds {
 			crashed = sr
 		}
+	}
+	return []targetResult{
+		{"start → first answer, every shape", "≤ 1 s", fmt.Sprintf("%.3f s at most (%s shape, %d rooms)", first.Clean.FirstAnswerSeconds, first.Shape, first.Rooms), first.Clean.FirstAnswerSeconds <= 1, kindGoal},
+		{"start after a crash → first answer, every shape", "≤ 1 s", fmt.Sprintf("%.3f s at most (%s shape, %d rooms)", crashed.Crash.FirstAnswerSeconds, crashed.Shape, crashed.Rooms), crashed.Crash.FirstAnswerSeconds <= 1, kindGoal},
+	}
+}
+
+// replayTarget guards the journal replay speed of a clean start, the
+// slowest shape's.
+func replayTarget(shapes []startupReport) []targetResult {
+	if len(shapes) == 0 {
+		return nil
+	}
+	slowest := shapes[0]
+	for _, sr := range shapes {
 		if sr.Clean.ReplayPerSecond < slowest.Clean.ReplayPerSecond {
 			slowest = sr
 		}
 	}
-	return []targetResult{
-		{"start → first answer, every shape", "≤ 1 s", fmt.Sprintf("%.3f s at most (%s shape, %d rooms)", first.Clean.FirstAnswerSeconds, first.Shape, first.Rooms), first.Clean.FirstAnswerSeconds <= 1},
-		{"start after a crash → first answer, every shape (#27)", "≤ 1 s", fmt.Sprintf("%.3f s at most (%s shape, %d rooms)", crashed.Crash.FirstAnswerSeconds, crashed.Shape, crashed.Rooms), crashed.Crash.FirstAnswerSeconds <= 1},
-		{"replay", "≥ 300,000 events/s", fmt.Sprintf("%.0f events/s at least (%s shape)", slowest.Clean.ReplayPerSecond, slowest.Shape), slowest.Clean.ReplayPerSecond >= 300_000},
-		{"start → every room live, worst shape", "≤ 3 s", fmt.Sprintf("%.3f s (%d rooms × %d events)", worst.Clean.AllLiveSeconds, worst.Rooms, worst.EventsPerRoom), worst.Clean.AllLiveSeconds <= 3},
-	}
+	return []targetResult{{"replay", "≥ 300,000 events/s", fmt.Sprintf("%.0f events/s at least (%s shape)", slowest.Clean.ReplayPerSecond, slowest.Shape), slowest.Clean.ReplayPerSecond >= 300_000, kindGuard}}
 }

@@ -37,7 +37,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 	}
 	for _, want := range []string{"latency floor", "fsync-bound ceiling", "bot-added latency, fake homeserver (n=5, fakes in their own process)", "store floor", "÷ store floor",
 		"Lisa's CPU per invocation", "top 10 flat", "top 10 cumulative",
-		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (issues #8, #19, #30)", "prompt prefix (4 invocations", "shared prompt prefix (#30)", "start-up, worst shape", "after a crash",
+		"throughput (4 rooms, 8 invocations", "per idle allowed room", "start to first answer (ready)", "start to every room replayed", "targets (docs/performance.md", "goal ", "guard ", "prompt prefix (4 invocations", "shared prompt prefix (#30)", "start-up, worst shape", "after a crash",
 		"research (pages [300 500 800] ms, model 20 ms × 3 requests", "max_parallel_tool_calls = 4", "max_parallel_tool_calls = 1", "research answer (#27)"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout.String())
@@ -100,7 +100,7 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 			Parallel   researchFigures `json:"parallel"`
 			Sequential researchFigures `json:"sequential"`
 		} `json:"research"`
-		Targets []struct{ Name string }
+		Targets []struct{ Name, Kind string }
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
@@ -130,8 +130,15 @@ func TestBenchReportIsWellFormed(t *testing.T) {
 		t.Errorf("research = %+v", rep.Research)
 	case rep.Research.Parallel.Parallel != 4 || rep.Research.Sequential.Parallel != 1:
 		t.Errorf("research runs = %+v", rep.Research)
-	case len(rep.Targets) != 13: // with the shared prompt prefix (#30), research and the first answer after a crash (#27)
+	case len(rep.Targets) != 10: // docs/performance.md's goals and guards (#27) and the shared prompt prefix (#30)
 		t.Errorf("targets = %+v", rep.Targets)
+	}
+	kinds := map[string]int{}
+	for _, tg := range rep.Targets {
+		kinds[tg.Kind]++
+	}
+	if kinds[kindGoal] != 6 || kinds[kindGuard] != 4 || len(kinds) != 2 {
+		t.Errorf("target kinds = %v, want 6 goals and 4 guards", kinds)
 	}
 	if rr := rep.Research; rr != nil {
 		for _, run := range []researchFigures{rr.Parallel, rr.Sequential} {
