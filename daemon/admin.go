@@ -89,6 +89,8 @@ func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 		return d.health(), nil
 	case "digests":
 		return d.digests()
+	case "usage":
+		return d.usage(args)
 	case "crash":
 		if d.crashable && len(args) == 1 && slices.Contains(d.rooms, args[0]) {
 			d.sys.Root.Send(d.sys.RoomPID(args[0]), &crashForTest{})
@@ -247,6 +249,11 @@ func (d *Daemon) health() HealthReport {
 	}
 	if st, err := d.tools.Status(askTimeout); err == nil {
 		r.ToolQueue = st.Queued
+	}
+	if d.meter != nil {
+		if u, err := d.meter.Report("", 1); err == nil && u.Exhausted() {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("the daily token budget (llm.daily_token_budget = %d) is spent: no question is answered until the day ends", u.Budget))
+		}
 	}
 	if len(r.Reasons) > 0 {
 		r.Status = "degraded"

@@ -699,6 +699,10 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 		r.cfg.Observer.Outcome(outcome)
 	case *roompb.ReplyAbandoned:
 		r.cfg.Observer.Outcome("abandoned")
+	case *roompb.InvocationDropped:
+		if e.GetCode() != "" {
+			r.cfg.Observer.Outcome(e.GetCode())
+		}
 	case *roompb.LookupDone:
 		r.cfg.Observer.Lookup(e.GetKind(), lookupResult(e))
 	}
@@ -749,6 +753,9 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
 	case *roompb.InvocationDropped:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
+		if e.GetCode() != "" {
+			attrs = append(attrs, "code", e.GetCode())
+		}
 	case *roompb.ReactionRequested:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.LookupDone:
