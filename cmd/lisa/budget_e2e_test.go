@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/lisabot/lisa/adapters/admin"
+	"github.com/lisabot/lisa/chaos"
+	"github.com/lisabot/lisa/daemon"
+	"github.com/lisabot/lisa/devkit/demo"
+	"github.com/lisabot/lisa/testkit/llmfake"
+)
+
+const budgetNotice = "My voice is gone for today, ask me tomorrow."
+
+// replyBodies returns, per invoking event, the bodies of Lisa's replies
+// in room.
+func (e *e2e) replyBodies(room id.RoomID) map[id.EventID][]string {
+	e.t.Helper()
+	out := map[id.EventID][]string{}
+	resp, err := e.human.Messages(e.ctx, room, "", "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 200)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, evt := range resp.Chunk {
+		if string(evt.Sender) != e.bot.UserID {
+			continue
+		}
+		var c struct {
+			Body string `json:"body"`
+			Rel  struct {
+				IRT struct {
+					EventID id.EventID `json:"event_id"`
+				} `json:"m.in_reply_to"`
+			} `json:"m.relates_to"`
+		}
+		_ = json.Unmarshal(evt.Content.VeryRaw, &c)
+		out[c.Rel.IRT.EventID] = append(out[c.Rel.IRT.EventID], c.Body)
+	}
+	return out
+}
+
+// usage asks the running Lisa's admin socket for "usage args…".
+func (e *e2e) usage(args ...string) daemon.UsageReport {
+	e.t.Helper()
+	cl, err := admin.Dial(filepath.Join(e.dir, "data", "admin.sock"), 2*time.Second)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	data, err := cl.Call("usage", args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var rep daemon.UsageReport
+	if err := json.Unmarshal(data, &rep); err != nil {
+		e.t.Fatalf("usage answer %s: %v", data, err)
+	}
+	return rep
+}
+
+// TestRoomTokenBudget: with a room budget of 300 tokens and a model that
+// reports 120 tokens a question, three questions are answered (0, 120,
+// 240 < 300), the fourth gets persona.budget_error, the fifth no reply and
+// no LLM request; after the day boundary (Lisa's clock moved a day on)
+// questions are answered again. The shell's usage shows the day's sums.
+func TestRoomTokenBudget(t *testing.T) {
+	e := newE2E(t, 1)
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
+		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser())).WithUsage(llmfake.Usage{PromptTokens: 100, CompletionTokens: 20})
+	})))
+	shift := filepath.Join(e.dir, "clock-shift")
+	p := e.start("LISA_LLM__ROOM_DAILY_TOKEN_BUDGET=300", "LISA_PERSONA__BUDGET_ERROR="+budgetNotice, chaos.ClockShiftEnv+"="+shift)
+	e.awaitLog(p, "sync baseline recorded")
+	room := e.allowed[0]
+
+	want := map[id.EventID]int{}
+	for i := range 3 {
+		ev := e.mention(room, "question "+string(rune('a'+i)))
+		want[ev] = 1
+		e.awaitReply(room, ev)
+		if got := e.replyBodies(room)[ev]; len(got) != 1 || !strings.Contains(got[0], "answer:") {
+			t.Fatalf("question %d: replies %q", i, got)
+		}
+	}
+	if n := len(e.llm.Requests()); n != 3 {
+		t.Fatalf("%d LLM requests for 3 questions", n)
+	}
+	over := e.mention(room, "question d")
+	e.awaitReply(room, over)
+	if got := e.replyBodies(room)[over]; len(got) != 1 || !strings.Contains(got[0], budgetNotice) {
+		t.Fatalf("first question over budget: replies %q, want the budget notice", got)
+	}
+	refused := e.mention(room, "question e")
+	e.awaitLog(p, "question refused: the token budget is spent")
+	if n := len(e.llm.Requests()); n != 3 {
+		t.Fatalf("%d LLM requests after the budget was spent, want still 3", n)
+	}
+	rep := e.usage(string(room))
+	if len(rep.Rows) != 1 || rep.Rows[0].Total != 360 || rep.Rows[0].Prompt != 300 || rep.Rows[0].Requests != 3 ||
+		rep.Rows[0].Estimated != 0 || rep.Rows[0].Refused != 1 || rep.RoomDailyBudget != 300 || rep.Rows[0].RoomBudgetShare != 1.2 {
+		t.Fatalf("usage = %+v", rep)
+	}
+	// The day boundary: Lisa's clock a day on, no restart.
+	if err := os.WriteFile(shift, []byte("24h"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := e.mention(room, "question f")
+	e.awaitReply(room, next)
+	bodies := e.replyBodies(room)
+	if got := bodies[next]; len(got) != 1 || !strings.Contains(got[0], "answer:") {
+		t.Fatalf("next day: replies %q", got)
+	}
+	if got := bodies[refused]; len(got) != 0 {
+		t.Fatalf("the refused question got replies %q", got)
+	}
+	if n := len(e.llm.Requests()); n != 4 {
+		t.Fatalf("%d LLM requests, want 4", n)
+	}
+	rep = e.usage(string(room), "2")
+	if len(rep.Rows) != 2 || rep.Rows[0].Total != 120 || rep.Rows[1].Total != 360 || rep.Rows[0].Day == rep.Rows[1].Day {
+		t.Fatalf("usage over two days = %+v", rep)
+	}
+	want[over], want[next], want[e.settle(room)] = 1, 1, 1
+	e.expectReplies(room, want)
+}
