@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,84 @@ func TestRoomTokenBudget(t *testing.T) {
 	}
 	want[over], want[next], want[e.settle(room)] = 1, 1, 1
 	e.expectReplies(room, want)
+}
+
+// TestUsageSurvivesSIGKILL: Lisa is killed while an invocation's second
+// LLM request is in flight (the first came back in prose and asked for a
+// repair). After the restart the question is answered by a new attempt,
+// and the day's usage is exactly the sum of what the scripted model
+// reported for the requests whose answers reached Lisa: the first
+// request's usage, recorded before the kill, is neither lost nor counted
+// twice, and the request cut off by the kill reported nothing.
+func TestUsageSurvivesSIGKILL(t *testing.T) {
+	e := newE2E(t, 1)
+	gate := llmfake.NewGate()
+	usageOf := func(seq int) llmfake.Usage { return llmfake.Usage{PromptTokens: 100 + seq, CompletionTokens: 10 + seq} }
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
+		switch r.Seq {
+		case 0: // prose: Lisa asks for a repair
+			return llmfake.Text("Plain words without the JSON wrapper.").WithUsage(usageOf(r.Seq))
+		case 1: // the repair request: held until Lisa is dead
+			return llmfake.Answer("too late").WithUsage(usageOf(r.Seq)).Until(gate)
+		}
+		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser())).WithUsage(usageOf(r.Seq))
+	})))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	room := e.allowed[0]
+	q := e.mention(room, "a question that will be cut short")
+	if err := e.llm.WaitForRequests(e.ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.llm.Requests()); n != 2 {
+		t.Fatalf("%d requests in flight or done, want 2", n)
+	}
+	p.kill()
+	gate.Release()
+
+	e.start()
+	e.awaitReply(room, q)
+	want := map[id.EventID]int{q: 1, e.settle(room): 1}
+	e.expectReplies(room, want)
+
+	var sum int64
+	reqs := e.llm.Requests()
+	for _, r := range reqs {
+		if r.Seq == 1 {
+			continue // its answer never reached Lisa
+		}
+		u := usageOf(r.Seq)
+		sum += int64(u.PromptTokens + u.CompletionTokens)
+	}
+	rep := e.usage(string(room))
+	if len(rep.Rows) != 1 || rep.Rows[0].Total != sum || rep.Rows[0].Requests != int64(len(reqs)-1) || rep.TodayTotal != sum {
+		t.Fatalf("usage = %+v; want %d tokens over %d requests (model log: %d requests)", rep, sum, len(reqs)-1, len(reqs))
+	}
+}
+
+// TestUsageEstimatedWithoutServerCounts: a model that reports no usage is
+// counted by the byte estimate, and the shell marks those figures.
+func TestUsageEstimatedWithoutServerCounts(t *testing.T) {
+	e := newE2E(t, 1)
+	// An OpenAI chat completion without the usage object (Ollama's OpenAI
+	// layer before 0.1.33 and some proxies send none).
+	body := `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{\"markdown\":\"counted by estimate\",\"source_urls\":[]}"},"finish_reason":"stop"}]}`
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Raw(200, "application/json", body)))
+	p := e.start()
+	e.awaitLog(p, "sync baseline recorded")
+	room := e.allowed[0]
+	q := e.mention(room, "count me")
+	e.awaitReply(room, q)
+	rep := e.usage()
+	if len(rep.Rows) != 1 || rep.Rows[0].Estimated != 1 || rep.Rows[0].Requests != 1 || rep.Rows[0].Prompt < 100 || rep.Rows[0].Completion < 10 || rep.TodayEstimated != 1 {
+		t.Fatalf("usage = %+v; want one estimated request", rep)
+	}
+	out := e.shell("usage\n")
+	if !strings.Contains(out, "~"+strconv.FormatInt(rep.Rows[0].Total, 10)) || !strings.Contains(out, "includes estimates") {
+		t.Fatalf("shell usage does not mark the estimate:\n%s", out)
+	}
+	t.Logf("shell:\n%s", out)
 }
