@@ -21,6 +21,7 @@ const maxListedModels = 12
 func llmSection() Section {
 	return Section{Name: "llm", Checks: []Check{
 		{Name: "model", Run: checkModel},
+		{Name: "budget", Run: checkBudget},
 	}}
 }
 

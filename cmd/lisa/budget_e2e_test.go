@@ -78,6 +78,7 @@ func TestRoomTokenBudget(t *testing.T) {
 	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
 		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser())).WithUsage(llmfake.Usage{PromptTokens: 100, CompletionTokens: 20})
 	})))
+	e.extraConfig = "sender_rate_limit = 0\n" // seven questions from one member
 	shift := filepath.Join(e.dir, "clock-shift")
 	p := e.start("LISA_LLM__ROOM_DAILY_TOKEN_BUDGET=300", "LISA_PERSONA__BUDGET_ERROR="+budgetNotice, chaos.ClockShiftEnv+"="+shift)
 	e.awaitLog(p, "sync baseline recorded")
@@ -132,6 +133,14 @@ func TestRoomTokenBudget(t *testing.T) {
 	}
 	want[over], want[next], want[e.settle(room)] = 1, 1, 1
 	e.expectReplies(room, want)
+
+	// lisa doctor prints today's usage against the budgets.
+	var out, errb strings.Builder
+	run(e.ctx, []string{"doctor", "--config", filepath.Join(e.dir, "lisa.toml"), "--only", "llm"}, strings.NewReader(""), &out, &errb, lookupFrom(map[string]string{
+		"LISA_MATRIX_ACCESS_TOKEN": e.bot.AccessToken, "LISA_LLM__ROOM_DAILY_TOKEN_BUDGET": "300"}))
+	if !strings.Contains(out.String(), "per room 300; today (") || !strings.Contains(out.String(), "the busiest room used 240 of its 300") {
+		t.Fatalf("doctor does not report today's usage against the budget:\n%s%s", out.String(), errb.String())
+	}
 }
 
 // TestUsageSurvivesSIGKILL: Lisa is killed while an invocation's second
