@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -221,4 +226,80 @@ func TestUsageEstimatedWithoutServerCounts(t *testing.T) {
 		t.Fatalf("shell usage does not mark the estimate:\n%s", out)
 	}
 	t.Logf("shell:\n%s", out)
+}
+
+// TestDeploymentBudgetHealthAndMetrics: with a deployment budget of 200
+// tokens and 120 a question, one question in each of two rooms is
+// answered; then lisa health is degraded and names the budget, each room
+// gets its own notice once, a further question is refused and counted,
+// and /metrics shows the tokens and the remaining budget.
+func TestDeploymentBudgetHealthAndMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	e := newE2E(t, 2)
+	e.llm = llmfake.Start(t, llmfake.WithModels("m"), llmfake.WithDefault(llmfake.Func(func(r llmfake.Request) llmfake.Step {
+		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser())).WithUsage(llmfake.Usage{PromptTokens: 100, CompletionTokens: 20})
+	})))
+	p := e.start("LISA_LLM__DAILY_TOKEN_BUDGET=200", "LISA_PERSONA__BUDGET_ERROR="+budgetNotice, "LISA_RUNTIME__METRICS_LISTEN="+addr)
+	e.awaitLog(p, "sync baseline recorded")
+	a, b := e.allowed[0], e.allowed[1]
+	health := func() (int, string) {
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"health", "--config", filepath.Join(e.dir, "lisa.toml")}, strings.NewReader(""), &out, &bytes.Buffer{}, lookupFrom(nil))
+		return code, out.String()
+	}
+	qa := e.mention(a, "first in a")
+	e.awaitReply(a, qa)
+	if code, out := health(); code != 0 {
+		t.Fatalf("health with 120 of 200 tokens spent: %d %s", code, out)
+	}
+	qb := e.mention(b, "first in b")
+	e.awaitReply(b, qb)
+	if code, out := health(); code != 1 || !strings.Contains(out, "daily token budget") {
+		t.Fatalf("health with 240 of 200 tokens spent: %d %s, want degraded naming the budget", code, out)
+	}
+	na := e.mention(a, "second in a")
+	e.awaitReply(a, na)
+	e.mention(a, "third in a")
+	e.awaitLog(p, "question refused: the token budget is spent")
+	nb := e.mention(b, "second in b")
+	e.awaitReply(b, nb)
+	for ev, room := range map[id.EventID]id.RoomID{na: a, nb: b} {
+		if got := e.replyBodies(room)[ev]; len(got) != 1 || !strings.Contains(got[0], budgetNotice) {
+			t.Fatalf("room %s: replies %q, want the notice", room, got)
+		}
+	}
+	if n := len(e.llm.Requests()); n != 2 {
+		t.Fatalf("%d LLM requests, want 2", n)
+	}
+	var body string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(raw)
+		if strings.Contains(body, `lisa_invocations_total{outcome="refused_budget"} 1`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{
+		`lisa_llm_tokens_total{kind="prompt"} 200`,
+		`lisa_llm_tokens_total{kind="completion"} 40`,
+		`lisa_llm_budget_remaining_tokens 0`,
+		`lisa_invocations_total{outcome="refused_budget"} 1`,
+		`lisa_llm_requests_total{result="ok"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 }
