@@ -186,15 +186,18 @@ func (m *Meter) Record(ctx context.Context, room, eventID string, attempt uint32
 		Day: m.Day(now), Room: room, ID: fmt.Sprintf("%s-%08x", m.prefix, m.seq.Add(1)),
 		Event: eventID, Attempt: attempt, PromptTokens: prompt, CompletionTokens: completion, Estimated: estimated, AtMs: now.UnixMilli(),
 	}
-	if err := m.cfg.Ledger.RecordUsage(rec); err != nil {
-		m.cfg.Logger.ErrorContext(ctx, "usage not recorded", "room", messages.RoomID(room), "code", messages.CodeStorage, "error", err)
-	}
 	if m.cfg.OnTokens != nil {
 		m.cfg.OnTokens(prompt, completion)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, err := m.today(); err != nil || m.day != rec.Day {
+	// The totals are brought to the record's day before it is stored, so
+	// that loading them from the ledger cannot count it as well.
+	_, loadErr := m.today()
+	if err := m.cfg.Ledger.RecordUsage(rec); err != nil {
+		m.cfg.Logger.ErrorContext(ctx, "usage not recorded", "room", messages.RoomID(room), "code", messages.CodeStorage, "error", err)
+	}
+	if loadErr != nil || m.day != rec.Day {
 		return
 	}
 	t := m.rooms[room]

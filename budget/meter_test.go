@@ -176,3 +176,20 @@ func TestOutsideAScopeNothingIsCounted(t *testing.T) {
 		t.Fatalf("requests %d, %v", model.requests, err)
 	}
 }
+
+// TestRecordOnANewDayCountsOnce: the first record of a day, made before
+// any check of that day, is counted once in the totals the checks use.
+func TestRecordOnANewDayCountsOnce(t *testing.T) {
+	now := time.Date(2026, 12, 6, 23, 59, 0, 0, time.UTC)
+	m := New(Config{Ledger: newMemLedger(), Now: func() time.Time { return now }, RoomDaily: 200})
+	m.Record(context.Background(), "!a", "$1", 1, 100, 0, false)
+	now = now.Add(2 * time.Minute)
+	m.Record(context.Background(), "!a", "$2", 1, 150, 0, false)
+	if err := m.Check(context.Background(), "!a", "$3"); err != nil {
+		t.Fatalf("150 of 200 today: %v", err)
+	}
+	m.Record(context.Background(), "!a", "$3", 1, 50, 0, false)
+	if err := m.Check(context.Background(), "!a", "$4"); code(err) != messages.CodeBudgetExhausted {
+		t.Fatalf("200 of 200 today: %v, want the notice", err)
+	}
+}
