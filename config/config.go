@@ -257,6 +257,19 @@ type RuntimeConfig struct {
 	// MetricsListen is the loopback host:port of the Prometheus endpoint
 	// (/metrics). Empty turns it off. Non-loopback addresses are refused.
 	MetricsListen string `koanf:"metrics_listen"`
+	// TrailEvents is how many recent events the event trail keeps per
+	// room, in memory (lisa shell: why, trail; the status page).
+	TrailEvents int `koanf:"trail_events"`
+	// StatusListen is the host:port of the status page (/ and
+	// /status.json). Empty turns it off. Only loopback addresses, unless
+	// StatusAllowRemote is set with a StatusToken.
+	StatusListen string `koanf:"status_listen"`
+	// StatusAllowRemote allows a non-loopback StatusListen; StatusToken
+	// is then required, and every request must carry it.
+	StatusAllowRemote bool `koanf:"status_allow_remote"`
+	// StatusToken is the bearer token of a remote status page, as
+	// env:NAME.
+	StatusToken SecretRef `koanf:"status_token"`
 }
 
 // InvocationTimeout returns InvocationTimeoutSeconds as a duration.

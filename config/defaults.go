@@ -70,6 +70,7 @@ func Default() Config {
 			WaitReaction:             "⏳",
 			WaitReactionSeconds:      10,
 			LogLevel:                 "info",
+			TrailEvents:              200,
 		},
 	}
 }

@@ -32,13 +32,16 @@ type Resolved struct {
 	// SearchAPIKey is the value behind search.api_key; zero when not
 	// configured.
 	SearchAPIKey Secret
+	// StatusToken is the value behind runtime.status_token; zero when not
+	// configured.
+	StatusToken Secret
 }
 
 // Secrets returns every non-empty secret value, for the log redaction
 // filter. Handle the result with the same care as the secrets themselves.
 func (r Resolved) Secrets() []string {
 	var out []string
-	for _, s := range []Secret{r.MatrixAccessToken, r.LLMAPIKey, r.SearchAPIKey} {
+	for _, s := range []Secret{r.MatrixAccessToken, r.LLMAPIKey, r.SearchAPIKey, r.StatusToken} {
 		if !s.IsZero() {
 			out = append(out, s.Reveal())
 		}
@@ -117,6 +120,7 @@ func Resolve(cfg Config, baseDir string, env LookupEnv) (Resolved, error) {
 	r.MatrixAccessToken = resolveSecret(&found, "matrix.access_token", cfg.Matrix.AccessToken, true, env)
 	r.LLMAPIKey = resolveSecret(&found, "llm.api_key", cfg.LLM.APIKey, false, env)
 	r.SearchAPIKey = resolveSecret(&found, "search.api_key", cfg.Search.APIKey, false, env)
+	r.StatusToken = resolveSecret(&found, "runtime.status_token", cfg.Runtime.StatusToken, cfg.Runtime.StatusAllowRemote && cfg.Runtime.StatusListen != "", env)
 
 	if pathProblem(cfg.Persona.Path) == "" {
 		p := absJoin(baseDir, cfg.Persona.Path)

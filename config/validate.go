@@ -238,6 +238,13 @@ func (r RuntimeConfig) validate(ps *Problems) {
 	if msg := metricsListenProblem(r.MetricsListen); msg != "" {
 		ps.add("runtime.metrics_listen", "%s", msg)
 	}
+	checkRange(ps, "runtime.trail_events", r.TrailEvents, 1, MaxTrailEvents)
+	if msg := statusListenProblem(r.StatusListen, r.StatusAllowRemote); msg != "" {
+		ps.add("runtime.status_listen", "%s", msg)
+	}
+	if msg := secretRefProblem(r.StatusToken, r.StatusAllowRemote && r.StatusListen != ""); msg != "" {
+		ps.add("runtime.status_token", "%s", msg)
+	}
 	if r.DataDir != "" { // otherwise the socket default is unknown; data_dir is reported
 		if msg := socketPathProblem(r.AdminSocket); msg != "" {
 			ps.add("runtime.admin_socket", "%s", msg)
@@ -391,6 +398,40 @@ func secretRefProblem(ref SecretRef, required bool) string {
 		return "has an invalid variable name after env: (use letters, digits and underscores, not starting with a digit)"
 	}
 	return ""
+}
+
+// MaxTrailEvents bounds runtime.trail_events.
+const MaxTrailEvents = 10_000
+
+// statusListenProblem checks runtime.status_listen: empty (off), a
+// loopback host:port, or any host:port when remote is allowed (the token
+// is checked apart). The page shows user IDs and activity; it is never
+// served beyond this machine by accident.
+func statusListenProblem(addr string, remote bool) string {
+	if addr == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "must be host:port, such as 127.0.0.1:8088"
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return "has an invalid port"
+	}
+	if host == "localhost" {
+		return ""
+	}
+	ip, err := netip.ParseAddr(host)
+	if err == nil && ip.Unmap().IsLoopback() {
+		return ""
+	}
+	if remote {
+		if err != nil && host != "" {
+			return "must be an IP address (or empty, for every address) and port"
+		}
+		return ""
+	}
+	return "must be a loopback address (127.0.0.1, [::1] or localhost); to serve the status page beyond this machine set runtime.status_allow_remote = true and runtime.status_token = \"env:NAME\""
 }
 
 // metricsListenProblem checks runtime.metrics_listen: empty (off) or a

@@ -363,3 +363,45 @@ func TestMetricsListen(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestStatusListen: the status page is loopback only unless remote
+// serving is allowed, and then only with a token given as env:NAME.
+func TestStatusListen(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		addr   string
+		remote bool
+		token  SecretRef
+		keys   []string // keys with a problem
+	}{
+		{"off", "", false, SecretRef{}, nil},
+		{"loopback", "127.0.0.1:8088", false, SecretRef{}, nil},
+		{"localhost", "localhost:8088", false, SecretRef{}, nil},
+		{"v6 loopback", "[::1]:8088", false, SecretRef{}, nil},
+		{"remote refused", "0.0.0.0:8088", false, SecretRef{}, []string{"runtime.status_listen"}},
+		{"remote without token", "192.168.1.5:8088", true, SecretRef{}, []string{"runtime.status_token"}},
+		{"remote with literal token", "192.168.1.5:8088", true, NewSecretRef("hunter2hunter2"), []string{"runtime.status_token"}},
+		{"remote with env token", "192.168.1.5:8088", true, EnvRef("LISA_STATUS_TOKEN"), nil},
+		{"all addresses with env token", ":8088", true, EnvRef("LISA_STATUS_TOKEN"), nil},
+		{"host name", "example.org:8088", true, EnvRef("LISA_STATUS_TOKEN"), []string{"runtime.status_listen"}},
+		{"no port", "127.0.0.1", false, SecretRef{}, []string{"runtime.status_listen"}},
+	} {
+		cfg := validConfig()
+		cfg.Runtime.StatusListen, cfg.Runtime.StatusAllowRemote, cfg.Runtime.StatusToken = c.addr, c.remote, c.token
+		err := cfg.Validate()
+		var got []string
+		if ps, ok := err.(Problems); ok {
+			for _, p := range ps {
+				got = append(got, p.Key)
+			}
+		} else if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if strings.Join(got, ",") != strings.Join(c.keys, ",") {
+			t.Errorf("%s: problems at %v, want %v (%v)", c.name, got, c.keys, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the literal token is repeated: %v", c.name, err)
+		}
+	}
+}

@@ -42,6 +42,32 @@ type RoomRow struct {
 	Active        string `json:"active_invocation,omitempty"`
 	Answered      uint64 `json:"answered"`
 	LastReplyUnix int64  `json:"last_reply_unix,omitempty"`
+	// Held counts the replies the homeserver refused with M_FORBIDDEN,
+	// waiting for the room to be fixed (see "held", "resend").
+	Held int `json:"held"`
+}
+
+// HeldRow is one line of "held": a reply the homeserver refused with
+// M_FORBIDDEN, held until Lisa may post again.
+type HeldRow struct {
+	Room  string `json:"room"`
+	Event string `json:"event"`
+	// AgeSeconds counts from the first refusal; ExpiresInSeconds is how
+	// long it is still kept (room.HeldTTL).
+	AgeSeconds       float64 `json:"age_seconds"`
+	ExpiresInSeconds float64 `json:"expires_in_seconds"`
+	ErrorReply       bool    `json:"error_reply,omitempty"`
+}
+
+// ResendRow is one line of "resend": how many held replies of a room
+// went back to be sent (each looked up first, then sent once with its
+// original transaction ID).
+type ResendRow struct {
+	Room     string `json:"room"`
+	Released int    `json:"released"`
+	// Error says why the room did not answer or released nothing it
+	// could (not running yet).
+	Error string `json:"error,omitempty"`
 }
 
 // InvocationRow is one line of "invocations".
@@ -62,7 +88,10 @@ type HealthReport struct {
 	RoomsRunning       int      `json:"rooms_running"`
 	RoomsStopped       int      `json:"rooms_stopped"`
 	OldestReadySeconds float64  `json:"oldest_ready_reply_age_seconds,omitempty"`
-	ToolQueue          int      `json:"tool_queue"`
+	// HeldReplies counts replies the homeserver refused with M_FORBIDDEN,
+	// waiting for a room to be fixed; any makes the daemon degraded.
+	HeldReplies int `json:"held_replies,omitempty"`
+	ToolQueue   int `json:"tool_queue"`
 	// EncryptedRooms are allowed rooms Lisa cannot read because they are
 	// end-to-end encrypted; each is also a reason (see encryption.go).
 	EncryptedRooms []string `json:"encrypted_rooms,omitempty"`
@@ -83,10 +112,18 @@ func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 		return d.roomRows(), nil
 	case "invocations":
 		return d.invocationRows(args), nil
+	case "held":
+		return d.heldRows(args)
+	case "resend":
+		return d.resend(args)
 	case "journal":
 		return d.journal(args)
 	case "health":
 		return d.health(), nil
+	case "why":
+		return d.why(args)
+	case "trail":
+		return d.trailRows(args)
 	case "digests":
 		return d.digests()
 	case "usage":
@@ -134,7 +171,7 @@ func (d *Daemon) roomRows() []RoomRow {
 	for _, id := range d.rooms {
 		row := RoomRow{Room: id, Running: running[messages.RoomID(id)], State: "stopped"}
 		if st, ok := d.roomStatus(id); ok {
-			row.State, row.Queue, row.Answered = st.Phase, len(st.Queue), st.Answered
+			row.State, row.Queue, row.Answered, row.Held = st.Phase, len(st.Queue), st.Answered, len(st.Held)
 			if len(st.Queue) > 0 && st.Phase != "idle" {
 				row.Active = string(st.Queue[0])
 			}
@@ -172,6 +209,64 @@ func (d *Daemon) invocationRows(args []string) []InvocationRow {
 		}
 	}
 	return rows
+}
+
+// roomArgs returns the rooms a command names: the one allowed room in
+// args, or every allowed room.
+func (d *Daemon) roomArgs(cmd string, args []string) ([]string, error) {
+	switch {
+	case len(args) == 0:
+		return d.rooms, nil
+	case len(args) == 1 && slices.Contains(d.rooms, args[0]):
+		return args, nil
+	}
+	return nil, fmt.Errorf("usage: %s [allowed room ID]", cmd)
+}
+
+// heldRows lists the held replies of one room or all.
+func (d *Daemon) heldRows(args []string) ([]HeldRow, error) {
+	rooms, err := d.roomArgs("held", args)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	rows := []HeldRow{}
+	for _, id := range rooms {
+		st, ok := d.roomStatus(id)
+		if !ok {
+			continue
+		}
+		for _, h := range st.Held {
+			at := time.UnixMilli(h.ForbiddenAtMs)
+			rows = append(rows, HeldRow{Room: id, Event: string(h.EventID), ErrorReply: h.ErrorReply,
+				AgeSeconds:       now.Sub(at).Round(time.Second).Seconds(),
+				ExpiresInSeconds: max(at.Add(room.HeldTTL).Sub(now), 0).Round(time.Second).Seconds()})
+		}
+	}
+	return rows, nil
+}
+
+// resend asks one room or all to send their held replies again.
+func (d *Daemon) resend(args []string) ([]ResendRow, error) {
+	rooms, err := d.roomArgs("resend", args)
+	if err != nil {
+		return nil, err
+	}
+	rows := []ResendRow{}
+	for _, id := range rooms {
+		row := ResendRow{Room: id}
+		res, err := d.sys.Root.RequestFuture(d.sys.RoomPID(id), &messages.ResendHeldRequest{}, askTimeout).Result()
+		switch r, ok := res.(*messages.ResendHeldResult); {
+		case err != nil || !ok:
+			row.Error = "the room did not answer"
+		case !r.Live:
+			row.Error = "the room is still replaying its journal; try again"
+		default:
+			row.Released = r.Released
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
 
 // journal returns the last n journal events of a room, described without
@@ -243,6 +338,11 @@ func (d *Daemon) health() HealthReport {
 				r.OldestReadySeconds = max(r.OldestReadySeconds, now.Sub(time.UnixMilli(inv.ReadyAtMs)).Round(time.Second).Seconds())
 			}
 		}
+		r.HeldReplies += len(st.Held)
+	}
+	if r.HeldReplies > 0 {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("%d reply(ies) held: the homeserver refused them (M_FORBIDDEN); "+
+			"let Lisa post in the room (see held in lisa shell), then they are sent, or run resend", r.HeldReplies))
 	}
 	if r.OldestReadySeconds > readyAgeLimit.Seconds() {
 		r.Reasons = append(r.Reasons, "a prepared reply has not been delivered for over "+readyAgeLimit.String())

@@ -21,11 +21,13 @@ import (
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/render"
+	"github.com/lisabot/lisa/adapters/status"
 	"github.com/lisabot/lisa/budget"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/persistence"
+	"github.com/lisabot/lisa/trail"
 )
 
 // SnapshotInterval is how many journal events a room writes between
@@ -50,7 +52,16 @@ type Daemon struct {
 	// syncAgeLimit: without a successful sync for this long, Lisa is
 	// degraded.
 	syncAgeLimit time.Duration
+	// trail is the event trail (lisa shell: why, trail; the status page).
+	trail *trail.Trail
+	// status is the status page, when runtime.status_listen is set.
+	status *status.Server
+	// names caches room names for the status page.
+	names *roomNames
 }
+
+// Trail is the daemon's event trail.
+func (d *Daemon) Trail() *trail.Trail { return d.trail }
 
 // Store is the daemon's store (bench and demo read the sync cursor).
 func (d *Daemon) Store() *persistence.Badger { return d.store }
@@ -125,7 +136,12 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	source := newSource(cfg, deps, store, clean, log)
 	d := &Daemon{crashable: deps.Crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool,
-		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second, meter: meter}
+		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second,
+		trail:        trail.New(cfg.Runtime.TrailEvents, log),
+		names:        &roomNames{}, meter: meter}
+	if deps.Session != nil {
+		d.names.namer = deps.Session
+	}
 	// The mention's commit is not waited for; the model is asked only once
 	// the store is synced (see invocation.WithDurability).
 	invoker := invocation.WithTyping(invocation.WithDurability(deps.Invoker(pool, met), store), deps.Session, invocation.TypingLease{
@@ -141,7 +157,7 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	if err := d.serve(cfg, met); err != nil {
+	if err := d.serve(cfg, met, res.StatusToken); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		_ = sys.Stop(stopCtx)
@@ -301,11 +317,13 @@ func (d *Daemon) treeConfig(cfg config.Config, deps Deps, provider *persistence.
 		Clock: app.RealClock{}, Logger: d.log,
 		RoomOptions:  crashOptions(deps.Crashable),
 		RoomObserver: met,
+		Trail:        d.trail,
 	}
 }
 
-// serve opens the metrics endpoint (if configured) and the admin socket.
-func (d *Daemon) serve(cfg config.Config, met *metrics.Metrics) error {
+// serve opens the metrics endpoint and the status page (if configured)
+// and the admin socket.
+func (d *Daemon) serve(cfg config.Config, met *metrics.Metrics, token config.Secret) error {
 	var err error
 	if cfg.Runtime.MetricsListen != "" {
 		if d.metrics, err = metrics.Serve(cfg.Runtime.MetricsListen, met); err != nil {
@@ -313,13 +331,32 @@ func (d *Daemon) serve(cfg config.Config, met *metrics.Metrics) error {
 		}
 		d.log.Info("metrics served", "address", d.metrics.Addr())
 	}
-	if d.admin, err = admin.Listen(cfg.Runtime.AdminSocket, d, d.log); err != nil {
-		if d.metrics != nil {
-			_ = d.metrics.Close()
+	if cfg.Runtime.StatusListen != "" {
+		opts := status.Options{Logger: d.log}
+		if cfg.Runtime.StatusAllowRemote && !token.IsZero() {
+			opts.Token = token.Reveal()
 		}
+		if d.status, err = status.Serve(cfg.Runtime.StatusListen, d.statusPage, opts); err != nil {
+			d.closeServers()
+			return err
+		}
+		d.log.Info("status page served", "address", d.status.Addr(), "token_required", opts.Token != "")
+	}
+	if d.admin, err = admin.Listen(cfg.Runtime.AdminSocket, d, d.log); err != nil {
+		d.closeServers()
 		return err
 	}
 	return nil
+}
+
+// closeServers closes the metrics endpoint and the status page, if open.
+func (d *Daemon) closeServers() {
+	if d.metrics != nil {
+		_ = d.metrics.Close()
+	}
+	if d.status != nil {
+		_ = d.status.Close()
+	}
 }
 
 // stop shuts down in order within the grace period: no new intake, no new
@@ -337,9 +374,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	if d.admin != nil {
 		_ = d.admin.Close()
 	}
-	if d.metrics != nil {
-		_ = d.metrics.Close()
-	}
+	d.closeServers()
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	stopSync := d.sys.Root.StopFuture(d.sys.SyncPID())
@@ -399,9 +434,7 @@ func (d *Daemon) stopFailed(release <-chan struct{}) error {
 	if d.admin != nil {
 		_ = d.admin.Close()
 	}
-	if d.metrics != nil {
-		_ = d.metrics.Close()
-	}
+	d.closeServers()
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}

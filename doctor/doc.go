@@ -2,7 +2,10 @@
 // `lisa check-config` does and then asks the outside world whether Lisa
 // can work with it — the homeserver (reachable, spec versions, whoami),
 // each allowed room (joined, not encrypted, power levels), the LLM server
-// (llm.model listed by GET /models), SearXNG (a JSON answer), the
+// (llm.model listed by GET /models; the context window the server runs
+// it with, where it says, against llm.context_window_tokens; one tiny
+// tool round trip; one structured-output request), SearXNG (a JSON
+// answer), the
 // HTML-to-Markdown converter (a small page), the data directory
 // (writable, local filesystem, Badger's lock free) and the admin socket's
 // directory (mode and owner).

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
@@ -27,9 +28,11 @@ type Env struct {
 	matrix    *matrix.Client
 	matrixErr error
 
-	versions memo[[]string]
-	whoami   memo[identity]
-	joined   memo[[]string]
+	versions   memo[[]string]
+	whoami     memo[identity]
+	joined     memo[[]string]
+	models     memo[[]string]
+	serverInfo memo[llm.ServerInfo]
 }
 
 // identity is whom the access token belongs to.

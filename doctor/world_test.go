@@ -79,10 +79,20 @@ func newWorld(t *testing.T) *world {
 	w.mute = room(true, &mautrix.ReqCreateRoom{Name: "mute", PowerLevelOverride: levels(map[string]int{"m.room.message": 50})})
 	w.noRedact = room(true, &mautrix.ReqCreateRoom{Name: "no redact", PowerLevelOverride: levels(map[string]int{"m.room.redaction": 50})})
 
-	w.llm = llmfake.Start(t, llmfake.WithModels("small-model", "m"), llmfake.WithAPIKey(llmKey))
+	w.llm = llmfake.Start(t, llmfake.WithModels("small-model", "m"), llmfake.WithAPIKey(llmKey), llmfake.WithDefault(llmfake.Func(obedientModel)))
 	w.searx = searxfake.Start(t, searxfake.WithAPIKey(searchKey), searxfake.WithDefault(searxfake.Results(
 		searxfake.Result{URL: "https://matrix.example/chat", Title: "Matrix", Content: "open chat"})))
 	return w
+}
+
+// obedientModel calls the tool it is offered (doctor's test tool) and
+// answers with an answer object once the tool's result is back, or when
+// no tool is offered.
+func obedientModel(r llmfake.Request) llmfake.Step {
+	if len(r.Tools) > 0 && len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Role != "tool" {
+		return llmfake.ToolCalls(llmfake.Call(r.Tools[0].Name, map[string]string{"word": "kiwi"}))
+	}
+	return llmfake.Answer("kiwi")
 }
 
 // setup is one configuration of the world.

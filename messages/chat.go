@@ -2,6 +2,7 @@ package messages
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 )
 
@@ -318,4 +319,30 @@ func hasPrefixFold(s, prefix string) bool {
 		}
 	}
 	return true
+}
+
+// answerSchemaJSON is the JSON schema of the final answer.
+const answerSchemaJSON = `{"type":"object","properties":{"markdown":{"type":"string"},"source_urls":{"type":"array","items":{"type":"string"}}},"required":["markdown","source_urls"],"additionalProperties":false}`
+
+// AnswerSchema returns the JSON schema of the final answer (an object
+// with the string markdown and the list of strings source_urls, nothing
+// else), as [ChatRequest.AnswerSchema] carries it; `lisa doctor` asks the
+// server for structured output with the same schema.
+func AnswerSchema() json.RawMessage { return json.RawMessage(answerSchemaJSON) }
+
+// specialTokenRE matches a chat template's special token written out as
+// text: "<|im_end|>", "<|eot_id|>", "<|endoftext|>" and DeepSeek's
+// full-width "<｜end▁of▁sentence｜>". Servers render them into the content
+// when a model emits one that is not a stop token of its template (Ollama
+// with a template that does not match the model, for one).
+var specialTokenRE = regexp.MustCompile(`<[|｜][^\s<>|｜]{1,48}[|｜]>`)
+
+// StripSpecialTokens removes the special tokens a server left in a
+// model's text (see specialTokenRE); text without one is returned as it
+// is.
+func StripSpecialTokens(s string) string {
+	if !strings.Contains(s, "<|") && !strings.Contains(s, "<｜") {
+		return s
+	}
+	return specialTokenRE.ReplaceAllString(s, "")
 }

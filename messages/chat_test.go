@@ -29,3 +29,22 @@ func TestStripReasoning(t *testing.T) {
 		})
 	}
 }
+
+func TestStripSpecialTokens(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"none", "plain <b>text</b> | with bars |", "plain <b>text</b> | with bars |"},
+		{"ChatML end", "hello world<|im_end|>", "hello world"},
+		{"several, inside", "<|im_start|>assistant\nhi<|endoftext|> there<|eot_id|>", "assistant\nhi there"},
+		{"DeepSeek full-width", "answer<｜end▁of▁sentence｜>", "answer"},
+		{"in a JSON answer", `{"markdown":"ok<|im_end|>","source_urls":[]}`, `{"markdown":"ok","source_urls":[]}`},
+		{"not a token: spaces", "a <| not a token |> b", "a <| not a token |> b"},
+		{"not a token: empty", "a <||> b", "a <||> b"},
+		{"unclosed", "text <|im_end", "text <|im_end"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := StripSpecialTokens(c.in); got != c.want {
+				t.Errorf("StripSpecialTokens(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}

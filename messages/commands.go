@@ -39,6 +39,16 @@ type InvocationResult struct {
 	Attempt uint32
 	Content []byte
 	Err     *Error
+	// Stats counts what the attempt did (for the event trail); it is
+	// never persisted.
+	Stats AttemptStats
+}
+
+// AttemptStats counts one invocation attempt's work: answered LLM
+// requests and tool calls by outcome ("ok" or a failure code).
+type AttemptStats struct {
+	LLMRequests int
+	Tools       map[string]int
 }
 
 // SlotStatusRequest asks the rooms supervisor for its limiter state.
@@ -74,6 +84,33 @@ type RoomStatus struct {
 	Invocations []InvocationStatus
 	// LastReplyAtMs is when the latest reply was confirmed (0: never).
 	LastReplyAtMs int64
+	// Held are the replies the homeserver refused with M_FORBIDDEN,
+	// waiting for the room to be fixed, oldest first.
+	Held []HeldStatus
+}
+
+// HeldStatus describes one held reply, without its content.
+type HeldStatus struct {
+	EventID EventID
+	// ForbiddenAtMs is when the homeserver first refused it.
+	ForbiddenAtMs int64
+	// ErrorReply: the reply is the persona's error message.
+	ErrorReply bool
+}
+
+// ResendHeldRequest asks a room actor to send its held replies again (the
+// operator's resend): each is looked up first, then sent once with its
+// original transaction ID. The room answers with *ResendHeldResult.
+type ResendHeldRequest struct{}
+
+// ResendHeldResult answers ResendHeldRequest.
+type ResendHeldResult struct {
+	Room RoomID
+	// Released counts the held replies that went back to be sent.
+	Released int
+	// Live is false when the room was still replaying its journal:
+	// nothing was released.
+	Live bool
 }
 
 // InvocationStatus describes one queued invocation, without its body.
@@ -109,6 +146,28 @@ type SyncBatch struct {
 	// GapRooms lists rooms whose limited timeline could not be back-filled
 	// to the last seen event within gap_page_limit pages.
 	GapRooms []RoomID
+	// Seen lists each timeline event of an allowed room the answer
+	// carried, with the classifier's verdict, in server order (the event
+	// trail reads it); never a body or a display name.
+	Seen []SeenEvent
+	// NotAllowed counts, per room that is not allowed, the timeline events
+	// the answer carried and Lisa did not read.
+	NotAllowed map[string]int
+}
+
+// SeenEvent is one timeline event as the sync classified it.
+type SeenEvent struct {
+	Room    string
+	EventID string
+	Sender  string
+	// Kind is the message type without "m." ("text", "notice", …),
+	// "edit", "redaction" or the event type for anything else.
+	Kind string
+	// Verdict is the classifier's verdict, or "baseline" for an event of
+	// the baseline answer.
+	Verdict string
+	// OriginTsMs is the homeserver's timestamp of the event.
+	OriginTsMs int64
 }
 
 // OwnEvent is one of Lisa's messages seen in a timeline.

@@ -59,7 +59,8 @@ type Ledger interface {
 
 // TakenFromInbox names the inbox entry a journal event takes in: a queued
 // or refused invocation consumes its candidate's entry, an applied edit or
-// redaction the edit's or redaction's entry. ok is false for every other
+// redaction the edit's or redaction's entry, a release of held replies the
+// entry of the permission change that caused it. ok is false for every other
 // event.
 func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
 	switch e := ev.(type) {
@@ -71,6 +72,10 @@ func TakenFromInbox(ev proto.Message) (room, eventID string, ok bool) {
 		room, eventID = e.GetRoomId(), e.GetEditEventId()
 	case *roompb.InvocationRedacted:
 		room, eventID = e.GetRoomId(), e.GetRedactionEventId()
+	case *roompb.HeldReleased:
+		// Released by a change of the room's permissions the sync
+		// routed (none for the operator's resend).
+		room, eventID = e.GetRoomId(), e.GetCauseEventId()
 	}
 	if room == "" || eventID == "" {
 		return "", "", false

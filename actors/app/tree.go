@@ -19,6 +19,12 @@ import (
 	"github.com/lisabot/lisa/messages/roompb"
 )
 
+// Trail is the event trail as the sync and the rooms feed it.
+type Trail interface {
+	room.Trail
+	syncer.Trail
+}
+
 // Clock is the time source for every actor in the tree.
 type Clock interface {
 	Now() time.Time
@@ -48,6 +54,9 @@ type TreeConfig struct {
 	InvocationTimeout time.Duration
 	// RoomObserver, if set, receives room outcomes and phases (metrics).
 	RoomObserver room.Observer
+	// Trail, if set, is fed what the sync and the rooms decide about each
+	// event (the event trail, a read model).
+	Trail Trail
 	// ToolWorkers, when positive, adds the tool pool with that many
 	// workers.
 	ToolWorkers int
@@ -102,6 +111,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		Generations:  gens,
 		Flights:      flights,
 		Observer:     cfg.RoomObserver,
+		Trail:        cfg.Trail,
 		SendTimeout:  cfg.SendTimeout,
 	}, append(s.Options(), cfg.RoomOptions...)...)
 	roomProps := func(string) *actor.Props { return sharedRoomProps }
@@ -131,7 +141,7 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 		children = append(children, Child{Name: "sync", Props: syncer.Props(syncer.Config{
 			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
 			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff,
-			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: observe,
+			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: observe, Trail: cfg.Trail,
 		}, s.Options()...)})
 	}
 	return Props(children, 5, time.Minute, cfg.OnLost, s.Options()...)

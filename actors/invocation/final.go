@@ -130,11 +130,13 @@ type finalReply struct {
 // top-level JSON object in it that parses and has a "markdown" string:
 // the whole text, inside a code fence, or wrapped in prose. Reasoning
 // before the answer (<think>…</think>, see [messages.StripReasoning]) is
-// removed first; reasoning that never closes leaves no answer. finish is
+// removed first, and so are special tokens the server left in the text
+// (<|im_end|> and the like, see [messages.StripSpecialTokens]); reasoning
+// that never closes leaves no answer. finish is
 // the server's finish reason: a reply cut off at the token limit is never
 // prose.
 func parseFinal(content, finish string, maxChars int) finalReply {
-	s := strings.TrimSpace(messages.StripReasoning(content))
+	s := strings.TrimSpace(messages.StripSpecialTokens(messages.StripReasoning(content)))
 	if s == "" {
 		if finish == messages.FinishLength {
 			return finalReply{problem: "the reply was cut off at the output token limit before any answer; answer more briefly"}

@@ -116,6 +116,7 @@ func (a *child) run(ctx context.Context) (res *messages.InvocationResult) {
 			res.Content = nil
 			res.Err = &messages.Error{Code: messages.CodeInvocationPanic, Message: fmt.Sprintf("invoker panicked (%T)", r)}
 		}
+		res.Stats = stats.counts()
 		if log != nil {
 			attrs := append([]any{"code", messages.ErrorCode(errOrNil(res.Err)), "duration_ms", time.Since(start).Milliseconds()}, stats.logAttrs()...)
 			log.Info("invocation attempt finished", attrs...)

@@ -2,7 +2,6 @@ package invocation
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,9 +156,13 @@ func (r *run) loop(ctx context.Context) (messages.Answer, error) {
 			return fallback(ctx, messages.FallbackGeneric, reasonInvalidAnswer), nil
 		}
 		repaired = true
-		r.turns = append(r.turns,
-			turn{msg: messages.ChatMessage{Role: messages.RoleAssistant, Content: messages.StripReasoning(resp.Content)}},
-			turn{msg: messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(fin.problem, r.lim.MaxResponseCharacters)}})
+		// An empty reply is not sent back: a message with neither content
+		// nor tool calls is refused (Ollama: 400 "invalid message content
+		// type: <nil>"), and the repair message says it was empty.
+		if said := messages.StripReasoning(resp.Content); strings.TrimSpace(said) != "" {
+			r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleAssistant, Content: said}})
+		}
+		r.turns = append(r.turns, turn{msg: messages.ChatMessage{Role: messages.RoleUser, Content: repairMessage(fin.problem, r.lim.MaxResponseCharacters)}})
 	}
 }
 
@@ -296,4 +299,4 @@ func requestChars(msgs []messages.ChatMessage, specs []messages.ToolSpec) int {
 
 // answerSchema is the JSON schema of the final answer, sent as structured
 // output where the server supports it and no tool may be called.
-var answerSchema = json.RawMessage(`{"type":"object","properties":{"markdown":{"type":"string"},"source_urls":{"type":"array","items":{"type":"string"}}},"required":["markdown","source_urls"],"additionalProperties":false}`)
+var answerSchema = messages.AnswerSchema()

@@ -135,6 +135,24 @@ func TestFinalAnswersFromRealModels(t *testing.T) {
 			want:  messages.Answer{Fallback: messages.FallbackGeneric}, wantReqs: 2,
 		},
 		{
+			// Ollama refuses an assistant message without content or tool
+			// calls (400 "invalid message content type: <nil>", probed on
+			// v0.17.4 by cmd/lisa TestRealOllama).
+			name:  "an empty reply is not sent back with the repair request",
+			steps: []step{text(""), text("Prose after all.")},
+			want:  messages.Answer{Markdown: "Prose after all."}, wantReqs: 2,
+			check: func(t *testing.T, reqs []messages.ChatRequest, _ []*fakeTool) {
+				for _, m := range reqs[1].Messages {
+					if m.Role == messages.RoleAssistant && strings.TrimSpace(m.Content) == "" && len(m.ToolCalls) == 0 {
+						t.Errorf("the repair request carries an empty assistant message: %+v", reqs[1].Messages)
+					}
+				}
+				if last := reqs[1].Messages[len(reqs[1].Messages)-1]; last.Role != messages.RoleUser || !strings.Contains(last.Content, "empty") {
+					t.Errorf("the repair request ends with %+v", last)
+				}
+			},
+		},
+		{
 			name:  "a broken object after the repair is no prose",
 			steps: []step{text("prose"), text(`{"markdown": 42}`)},
 			want:  messages.Answer{Fallback: messages.FallbackGeneric}, wantReqs: 2,

@@ -81,3 +81,21 @@ func TestParseFinalReasoning(t *testing.T) {
 		t.Errorf("unclosed reasoning: %+v", fr)
 	}
 }
+
+// TestParseFinalSpecialTokens: special tokens a server left in the text
+// are not part of the answer, the prose, or a reason to think there is
+// one.
+func TestParseFinalSpecialTokens(t *testing.T) {
+	for _, c := range []struct {
+		in, markdown, prose, problem string
+	}{
+		{`{"markdown":"a<|im_end|>","source_urls":[]}<|endoftext|>`, "a", "", ""},
+		{"water and<|endoftext|> light<|im_end|>", "", "water and light", "the reply was not a single JSON object"},
+		{"<|im_end|>\n<|endoftext|>", "", "", "the reply was empty"},
+	} {
+		fr := parseFinal(c.in, "stop", 100)
+		if fr.markdown != c.markdown || fr.prose != c.prose || fr.problem != c.problem {
+			t.Errorf("parseFinal(%q) = %+v", c.in, fr)
+		}
+	}
+}

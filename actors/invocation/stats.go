@@ -169,6 +169,17 @@ func (a *attempt) trimmed(events int, toolsCut bool) {
 // logAttrs returns the counts for the final log line: iterations, tool
 // calls in all and by outcome, the fallback if any, and the tokens if the
 // server reported them.
+// counts returns the attempt's LLM requests and tool calls by outcome,
+// for the event trail.
+func (a *attempt) counts() messages.AttemptStats {
+	if a == nil {
+		return messages.AttemptStats{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return messages.AttemptStats{LLMRequests: a.iterations, Tools: maps.Clone(a.tools)}
+}
+
 func (a *attempt) logAttrs() []any {
 	a.mu.Lock()
 	defer a.mu.Unlock()

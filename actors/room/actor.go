@@ -93,6 +93,13 @@ type Observer interface {
 	Lookup(kind, result string)
 }
 
+// Trail records what the room decided about its events. Implementations
+// must be safe for concurrent use and must not block.
+type Trail interface {
+	Journaled(room string, ev proto.Message, now time.Time)
+	Attempted(room, eventID string, attempt uint32, st messages.AttemptStats, code string, now time.Time)
+}
+
 // Results of a lookup of Lisa's events to redact (Observer.Lookup);
 // LookupDropped is the fourth.
 const (
@@ -127,6 +134,9 @@ type Config struct {
 	SendTimeout time.Duration
 	// Observer, if set, receives outcomes and phase durations (metrics).
 	Observer Observer
+	// Trail, if set, is told each journal event the room records and
+	// each attempt's work (the event trail, a read model).
+	Trail Trail
 	// Generations hands out instance numbers so that results addressed to
 	// a previous incarnation of the actor are recognised and dropped.
 	Generations *atomic.Uint64
@@ -238,6 +248,13 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		}
 		ctx.Stop(r.child) // stop it ourselves: Terminated may overtake results
 		r.child = nil
+		if r.cfg.Trail != nil {
+			code := ""
+			if m.Err != nil {
+				code = string(m.Err.Code)
+			}
+			r.cfg.Trail.Attempted(r.room, string(m.EventID), m.Attempt, m.Stats, code, r.cfg.Clock.Now())
+		}
 		r.step(ctx, InvocationDone{EventID: string(m.EventID), Attempt: m.Attempt, Content: m.Content, Err: m.Err})
 	case *actor.Terminated:
 		if r.child != nil && m.Who.Equal(r.child) {
@@ -258,6 +275,13 @@ func (r *roomActor) Receive(ctx actor.Context) {
 		}
 	case *messages.RoomStatusRequest:
 		ctx.Respond(r.status())
+	case *messages.ResendHeldRequest:
+		n := 0
+		if r.live {
+			n = r.m.Releasable(r.cfg.Clock.Now())
+			r.step(ctx, ResendHeld{})
+		}
+		ctx.Respond(&messages.ResendHeldResult{Room: messages.RoomID(r.room), Released: n, Live: r.live})
 	case *actor.Stopping, *actor.Restarting:
 		r.live = false
 		if r.cancel != nil {
@@ -319,6 +343,9 @@ func (r *roomActor) record(ev proto.Message, now time.Time) {
 		r.cfg.Durable.Barrier()
 	}
 	r.observe(ev, now)
+	if r.cfg.Trail != nil {
+		r.cfg.Trail.Journaled(r.room, ev, now)
+	}
 	r.logTransition(ev)
 	if err := r.m.Apply(ev); err != nil {
 		panic(fmt.Errorf("room: applying %s: %w", ev.ProtoReflect().Descriptor().Name(), err))
@@ -640,6 +667,11 @@ func (r *roomActor) status() *messages.RoomStatus {
 	if h := r.m.Head(); h != nil {
 		st.Attempts = h.Attempts
 	}
+	for _, inv := range r.m.Held {
+		st.Held = append(st.Held, messages.HeldStatus{
+			EventID: messages.EventID(inv.EventID()), ForbiddenAtMs: inv.ForbiddenAtMs, ErrorReply: inv.IsError,
+		})
+	}
 	return st
 }
 
@@ -670,7 +702,14 @@ func Digest(s *State) string {
 		if inv.ReactionRequested {
 			b.WriteString(" reaction_requested")
 		}
+		if inv.ForbiddenAtMs != 0 || inv.Recheck {
+			fmt.Fprintf(&b, " forbidden_at_ms=%d recheck=%v", inv.ForbiddenAtMs, inv.Recheck)
+		}
 		b.WriteByte('\n')
+	}
+	for _, inv := range s.Held {
+		fmt.Fprintf(&b, "held %s error=%v txn=%s content=%d forbidden_at_ms=%d\n",
+			inv.EventID(), inv.IsError, inv.TxnID, len(inv.Content), inv.ForbiddenAtMs)
 	}
 	fmt.Fprintf(&b, "recent %s\n", strings.Join(s.Recent, ","))
 	if slices.ContainsFunc(s.RecentReplies, func(r string) bool { return r != "" }) {
@@ -697,12 +736,14 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 			outcome = "error_reply"
 		}
 		r.cfg.Observer.Outcome(outcome)
-	case *roompb.ReplyAbandoned:
+	case *roompb.ReplyAbandoned, *roompb.HeldDropped:
 		r.cfg.Observer.Outcome("abandoned")
 	case *roompb.InvocationDropped:
 		if e.GetCode() != "" {
 			r.cfg.Observer.Outcome(e.GetCode())
 		}
+	case *roompb.ReplyForbidden:
+		r.cfg.Observer.Outcome("held")
 	case *roompb.LookupDone:
 		r.cfg.Observer.Lookup(e.GetKind(), lookupResult(e))
 	}
@@ -741,6 +782,24 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		// A reply the homeserver refused for good is never silent.
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
 		r.cfg.Logger.Error("reply abandoned: the homeserver refused it for good", attrs...)
+		return
+	case *roompb.ReplyForbidden:
+		// Never silent: the operator has a room to fix.
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode(), "held", len(r.m.Held)+1, "bound", HeldLimit)
+		r.cfg.Logger.Error("reply held: the homeserver refused it (M_FORBIDDEN); it is sent once Lisa may post in the room "+
+			"(a change of its power levels or of Lisa's membership) or the operator runs resend in lisa shell", attrs...)
+		return
+	case *roompb.HeldReleased:
+		var ids []any
+		for _, id := range e.GetEventIds() {
+			ids = append(ids, messages.EventID(id))
+		}
+		attrs = append(attrs, "events", ids, "reason", e.GetReason(), "cause", messages.EventID(e.GetCauseEventId()))
+		r.cfg.Logger.Warn("held replies released: each is looked up, then sent once", attrs...)
+		return
+	case *roompb.HeldDropped:
+		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "reason", e.GetReason(), "bound", HeldLimit, "ttl", HeldTTL.String())
+		r.cfg.Logger.Error("held reply dropped: it will not be sent", attrs...)
 		return
 	case *roompb.InvocationEdited:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "edit", messages.EventID(e.GetEditEventId()))

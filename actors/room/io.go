@@ -272,6 +272,12 @@ func Describe(v any) string {
 		return "InvocationDropped " + v.GetEventId()
 	case *roompb.ReactionRequested:
 		return "ReactionRequested " + v.GetEventId()
+	case *roompb.ReplyForbidden:
+		return fmt.Sprintf("ReplyForbidden %s code=%s", v.GetEventId(), v.GetCode())
+	case *roompb.HeldReleased:
+		return fmt.Sprintf("HeldReleased %s reason=%s cause=%s", strings.Join(v.GetEventIds(), ","), v.GetReason(), v.GetCauseEventId())
+	case *roompb.HeldDropped:
+		return fmt.Sprintf("HeldDropped %s reason=%s", v.GetEventId(), v.GetReason())
 	case *roompb.LookupDone:
 		return fmt.Sprintf("LookupDone %s kind=%s found=%s code=%s", v.GetEventId(), v.GetKind(), strings.Join(v.GetFoundEventIds(), ","), v.GetCode())
 	case FindToRedact:

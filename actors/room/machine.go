@@ -134,6 +134,12 @@ type Machine struct {
 	finding      Lookup
 	failing      Lookup
 	findFailures int
+	// checked is the released held reply (Invocation.Recheck) whose
+	// lookup before sending it again missed in this incarnation.
+	checked string
+	// heldExpiry is when the HeldExpiryDue scheduled last is due (0:
+	// none scheduled).
+	heldExpiry int64
 }
 
 // NewMachine returns a machine with empty state.
@@ -146,6 +152,7 @@ func (m *Machine) Restore(s State) {
 	m.phase, m.slotHeld, m.attempt, m.unsure, m.sendFailures = idle, false, 0, false, 0
 	m.redacting, m.redactFailures = false, 0
 	m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
+	m.checked, m.heldExpiry = "", 0
 }
 
 // Phase names the head's volatile progress, for the debug shell.
@@ -222,6 +229,10 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		return m.findDone(in)
 	case FindDue:
 		m.finding = Lookup{}
+	case ResendHeld:
+		return m.resendHeld(ms)
+	case HeldExpiryDue:
+		m.heldExpiry = 0
 	default:
 		panic(fmt.Sprintf("room: unknown input %T", in))
 	}
@@ -236,7 +247,7 @@ func (m *Machine) recovered(now time.Time) Output {
 		m.unsure = true
 	}
 	for _, inv := range m.Queue {
-		if !inv.Notice && !inv.Redacted && inv.ReactionEventID == "" && !inv.ReactionRequested {
+		if !inv.Notice && !inv.Redacted && inv.ReactionEventID == "" && !inv.ReactionRequested && inv.ForbiddenAtMs == 0 {
 			m.waitReaction(&out, inv.EventID(), now.Sub(time.UnixMilli(inv.QueuedAtMs)))
 		}
 	}
@@ -249,13 +260,17 @@ func (m *Machine) recovered(now time.Time) Output {
 func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 	var out Output
 	batch := map[string]bool{}
-	queued, noticed := map[string]*roompb.Candidate{}, false
+	queued, noticed, released := map[string]*roompb.Candidate{}, false, false
 	taken := inboxBatch{queued: queued, edits: map[string]bool{}}
 	for _, c := range in.Candidates {
 		id := c.GetEventId()
 		if c.GetRoomId() != m.policy.RoomID || id == "" {
 			// Not ours: never queue it, but do clear it out.
 			out.effect(RemoveInbox{EventID: id})
+			continue
+		}
+		if isPermissionChange(c) {
+			released = m.permissionChange(&out, c, released, ms)
 			continue
 		}
 		if m.relation(&out, c, taken) {
@@ -366,14 +381,20 @@ func (m *Machine) sendDone(in SendDone, ms int64) Output {
 		m.sendFailures = 0
 		out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms})
 		out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
-	case in.Err.Permanent && !head.IsError && in.Err.Code != messages.CodeMatrixForbidden:
+	case in.Err.Permanent && in.Err.Code == messages.CodeMatrixForbidden:
+		// Lisa may not post here (power levels, membership): the exact
+		// reply is held, out of the queue, until the room is fixed (see
+		// held.go). Later invocations go on meanwhile. Released again,
+		// it is looked up again.
+		m.sendFailures, m.checked = 0, ""
+		out.event(&roompb.ReplyForbidden{EventId: in.EventID, Code: string(in.Err.Code), RefusedAtMs: ms})
+	case in.Err.Permanent && !head.IsError:
 		// The homeserver refused this reply's content for good (too
 		// large, malformed): the persona's error still gives exactly
 		// one reply.
 		out.event(m.errorReply(head, ms, false))
 	case in.Err.Permanent:
-		// Refused for good whatever it says (Lisa may not post here any
-		// more): the error reply would be refused too. Logged at ERROR
+		// The persona's error refused for good as well: logged at ERROR
 		// and counted as abandoned.
 		out.event(&roompb.ReplyAbandoned{EventId: in.EventID, Code: string(in.Err.Code), AbandonedAtMs: ms})
 	default:
@@ -426,6 +447,9 @@ func (m *Machine) notFound(out *Output, head *Invocation, in ReconcileDone) {
 	due := m.missCountsFrom(out, head, in)
 	if !in.LookedAt.Before(due) {
 		m.unsure = false
+		if head.Recheck {
+			m.checked = head.EventID()
+		}
 		return
 	}
 	// Not there yet, but a send the homeserver is still processing, or
@@ -445,6 +469,9 @@ func (m *Machine) notFound(out *Output, head *Invocation, in ReconcileDone) {
 func (m *Machine) Pump(now time.Time) Output {
 	out := m.pumpRedactions()
 	m.pumpLookups(&out)
+	if m.pumpHeld(&out, now) {
+		return out // the drops are applied first
+	}
 	if m.phase != idle {
 		return out
 	}
@@ -467,6 +494,11 @@ func (m *Machine) Pump(now time.Time) Output {
 		// Its question is gone and no reply of it is out: the lookup
 		// missed, or the send never reached the homeserver.
 		out.event(&roompb.InvocationDropped{EventId: head.EventID()})
+	case head.Ready && head.Recheck && m.checked != head.EventID():
+		// A held reply released: looked up before it is sent again,
+		// as any reply whose fate the room has not seen for itself.
+		m.phase = reconciling
+		out.effect(Reconcile{EventID: head.EventID(), TxnID: head.TxnID})
 	case head.Ready:
 		m.phase = sending
 		// From here until SendDone the outcome is unknown; a crash in

@@ -245,7 +245,7 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{}`)})
 			// Refused for good: the persona's error replaces the answer...
 			d.feed(t, SendDone{EventID: "$b", Err: &messages.Error{Code: messages.CodeMatrixRejected, Permanent: true}})
-			// ...and if that is refused too, the invocation is abandoned.
+			// ...and if that is refused with M_FORBIDDEN, it is held for the fix.
 			d.feed(t, SendDone{EventID: "$b", Err: &messages.Error{Code: messages.CodeMatrixForbidden, Permanent: true}})
 		},
 		"stale_and_foreign_inputs_ignored": func(t *testing.T, d *driver) {

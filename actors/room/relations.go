@@ -63,6 +63,8 @@ func (m *Machine) redaction(out *Output, c *roompb.Candidate, b inboxBatch) {
 	case b.queued[target] != nil:
 	case m.Reply(target) != "":
 		ev.ReplyEventId = m.Reply(target)
+	case m.HeldReply(target) != nil:
+		// Its held reply is dropped: never sent.
 	case m.Knows(target):
 		// Ended recently without a reply (refused, abandoned, dropped).
 		out.effect(RemoveInbox{EventID: c.GetEventId()})
@@ -144,7 +146,7 @@ func (m *Machine) waitReaction(out *Output, eventID string, waited time.Duration
 func (m *Machine) reactionDue(in ReactionDue) Output {
 	var out Output
 	inv := m.Queued(in.EventID)
-	if inv == nil || inv.Notice || inv.Redacted || inv.ReactionEventID != "" || inv.ReactionRequested || m.policy.WaitReaction == "" {
+	if inv == nil || inv.Notice || inv.Redacted || inv.ReactionEventID != "" || inv.ReactionRequested || inv.ForbiddenAtMs != 0 || m.policy.WaitReaction == "" {
 		return out
 	}
 	out.event(&roompb.ReactionRequested{EventId: in.EventID})

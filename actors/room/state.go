@@ -3,6 +3,7 @@ package room
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -28,6 +29,27 @@ const LookupLimit = 64
 // the room held more than LookupLimit: what it was to find stays
 // unredacted.
 const LookupDropped = "lookup_dropped"
+
+// HeldLimit bounds the replies a room holds after the homeserver refused
+// them with M_FORBIDDEN (State.Held): beyond it the oldest is dropped,
+// journaled as HeldDropped with the reason HeldOverflow, as soon as the
+// step that went past the limit is applied.
+const HeldLimit = 20
+
+// HeldTTL bounds how long a refused reply is held: one held longer is
+// dropped (HeldDropped, HeldExpired) rather than sent into a conversation
+// that has long moved on.
+const HeldTTL = 24 * time.Hour
+
+// Reasons of HeldDropped and HeldReleased.
+const (
+	HeldOverflow = "overflow"
+	HeldExpired  = "expired"
+	// ReleaseOperator (besides messages.TriggerPowerLevels and
+	// messages.TriggerMembership, the triggers of the inbox entries that
+	// carry a change of the room's permissions): the operator ran `resend` in lisa shell.
+	ReleaseOperator = "operator"
+)
 
 // Kinds of State.Lookups.
 const (
@@ -74,6 +96,12 @@ type Invocation struct {
 	// (ReactionRequested): it is never requested again, and if it is not
 	// confirmed (ReactionSent) it is looked up when the invocation ends.
 	ReactionRequested bool
+	// ForbiddenAtMs is when the homeserver refused the reply with
+	// M_FORBIDDEN (ReplyForbidden; 0: never).
+	ForbiddenAtMs int64
+	// Recheck marks a held reply that was released (HeldReleased): it is
+	// looked up on the homeserver before it is sent again.
+	Recheck bool
 }
 
 // EventID returns the invoking event's ID.
@@ -99,6 +127,10 @@ type State struct {
 	// redacted, oldest first, at most LookupLimit after every step (see
 	// LookupLimit).
 	Lookups []Lookup
+	// Held are the replies the homeserver refused with M_FORBIDDEN, out
+	// of the queue, oldest first, waiting to be released (HeldReleased),
+	// at most HeldLimit after every step.
+	Held []*Invocation
 	// Counters.
 	Answered, FailedAttempts, Abandoned, Duplicates, Refused uint64
 	// Edited counts invocations whose text an edit replaced; Redacted
@@ -131,7 +163,17 @@ func (s *State) Knows(eventID string) bool {
 			return true
 		}
 	}
-	return false
+	return s.HeldReply(eventID) != nil
+}
+
+// HeldReply returns the held reply of eventID, or nil.
+func (s *State) HeldReply(eventID string) *Invocation {
+	for _, inv := range s.Held {
+		if inv.EventID() == eventID {
+			return inv
+		}
+	}
+	return nil
 }
 
 // Reply returns the reply sent for a recently finished invocation, or "".
@@ -174,14 +216,7 @@ func (s *State) finish(eventID, replyID string) error {
 		if inv.EventID() == eventID {
 			s.Queue = append(s.Queue[:i:i], s.Queue[i+1:]...)
 			s.remember(eventID, replyID)
-			switch {
-			case inv.ReactionEventID != "":
-				s.PendingRedactions = append(s.PendingRedactions, inv.ReactionEventID)
-			case inv.ReactionRequested:
-				// Requested but never confirmed: the homeserver may
-				// hold it all the same (a lost response, a kill).
-				s.lookUp(Lookup{EventID: eventID, Kind: LookupReaction})
-			}
+			s.endReaction(inv)
 			if inv.Redacted && replyID != "" {
 				s.PendingRedactions = append(s.PendingRedactions, replyID)
 			}
@@ -189,6 +224,71 @@ func (s *State) finish(eventID, replyID string) error {
 		}
 	}
 	return fmt.Errorf("room: journal finishes unknown invocation %s", messages.Hash(eventID))
+}
+
+// endReaction takes the wait reaction off an invocation that leaves the
+// queue: it is to be redacted, or looked up if it was requested but never
+// confirmed (the homeserver may hold it all the same: a lost response, a
+// kill).
+func (s *State) endReaction(inv *Invocation) {
+	switch {
+	case inv.ReactionEventID != "":
+		s.PendingRedactions = append(s.PendingRedactions, inv.ReactionEventID)
+	case inv.ReactionRequested:
+		s.lookUp(Lookup{EventID: inv.EventID(), Kind: LookupReaction})
+	}
+	inv.ReactionEventID, inv.ReactionRequested = "", false
+}
+
+// hold moves a queued invocation whose reply the homeserver refused with
+// M_FORBIDDEN out of the queue into Held. Its wait reaction ends as if
+// the invocation had (it is redacted now, not when the reply goes out).
+func (s *State) hold(eventID string, atMs int64) error {
+	for i, inv := range s.Queue {
+		if inv.EventID() == eventID {
+			s.Queue = append(s.Queue[:i:i], s.Queue[i+1:]...)
+			s.endReaction(inv)
+			if inv.ForbiddenAtMs == 0 {
+				// Refused again after a release: HeldTTL still counts
+				// from the first refusal.
+				inv.ForbiddenAtMs = atMs
+			}
+			inv.HeldUntilMs, inv.Recheck = 0, false
+			s.Held = append(s.Held, inv)
+			return nil
+		}
+	}
+	return fmt.Errorf("room: journal holds unknown invocation %s", messages.Hash(eventID))
+}
+
+// release puts held replies back into the queue, right behind the head
+// (which may be running), in the order given; each is looked up before
+// it is sent again.
+func (s *State) release(eventIDs []string) error {
+	at := min(1, len(s.Queue))
+	for _, id := range eventIDs {
+		i := slices.IndexFunc(s.Held, func(inv *Invocation) bool { return inv.EventID() == id })
+		if i < 0 {
+			return fmt.Errorf("room: journal releases unknown held reply %s", messages.Hash(id))
+		}
+		inv := s.Held[i]
+		s.Held = slices.Delete(s.Held, i, i+1)
+		inv.Recheck = true
+		s.Queue = slices.Insert(s.Queue, at, inv)
+		at++
+	}
+	return nil
+}
+
+// dropHeld gives up a held reply: its invocation ends without a reply.
+func (s *State) dropHeld(eventID string) bool {
+	i := slices.IndexFunc(s.Held, func(inv *Invocation) bool { return inv.EventID() == eventID })
+	if i < 0 {
+		return false
+	}
+	s.Held = slices.Delete(s.Held, i, i+1)
+	s.remember(eventID, "")
+	return true
 }
 
 // remember notes a finished invocation's event ID, and its reply's, among
@@ -273,6 +373,15 @@ func (s *State) Apply(ev proto.Message) error {
 			return err
 		}
 		s.Abandoned++
+	case *roompb.ReplyForbidden:
+		return s.hold(e.GetEventId(), e.GetRefusedAtMs())
+	case *roompb.HeldReleased:
+		return s.release(e.GetEventIds())
+	case *roompb.HeldDropped:
+		if !s.dropHeld(e.GetEventId()) {
+			return fmt.Errorf("room: journal drops unknown held reply %s", messages.Hash(e.GetEventId()))
+		}
+		s.Abandoned++
 	default:
 		return s.applyRelation(ev)
 	}
@@ -300,6 +409,9 @@ func (s *State) applyRelation(ev proto.Message) error {
 			return nil
 		case e.GetFindReply():
 			s.lookUp(Lookup{EventID: e.GetEventId(), Kind: LookupReply})
+			return nil
+		case s.dropHeld(e.GetEventId()):
+			// A held reply to a question now gone: never sent.
 			return nil
 		}
 		inv, err := s.find(e.GetEventId())
@@ -393,27 +505,60 @@ func (s *State) Snapshot() *roompb.RoomSnapshot {
 		snap.Lookups = append(snap.Lookups, &roompb.PendingLookup{EventId: l.EventID, Kind: l.Kind})
 	}
 	for _, inv := range s.Queue {
-		snap.Queue = append(snap.Queue, &roompb.Invocation{
-			Candidate:  inv.Candidate,
-			QueuedAtMs: inv.QueuedAtMs,
-			Attempts:   inv.Attempts,
-			TxnId:      inv.TxnID,
-			Content:    inv.Content,
-			Ready:      inv.Ready,
-			IsError:    inv.IsError,
-			LastCode:   inv.LastCode,
-
-			FirstStartedAtMs: inv.FirstStartedAtMs,
-			ReadyAtMs:        inv.ReadyAtMs,
-			HeldUntilMs:      inv.HeldUntilMs,
-			Notice:           inv.Notice,
-			ReactionEventId:  inv.ReactionEventID,
-			Redacted:         inv.Redacted,
-
-			ReactionRequested: inv.ReactionRequested,
-		})
+		snap.Queue = append(snap.Queue, inv.snapshot())
+	}
+	for _, inv := range s.Held {
+		snap.Held = append(snap.Held, inv.snapshot())
 	}
 	return snap
+}
+
+func (inv *Invocation) snapshot() *roompb.Invocation {
+	return &roompb.Invocation{
+		Candidate:  inv.Candidate,
+		QueuedAtMs: inv.QueuedAtMs,
+		Attempts:   inv.Attempts,
+		TxnId:      inv.TxnID,
+		Content:    inv.Content,
+		Ready:      inv.Ready,
+		IsError:    inv.IsError,
+		LastCode:   inv.LastCode,
+
+		FirstStartedAtMs: inv.FirstStartedAtMs,
+		ReadyAtMs:        inv.ReadyAtMs,
+		HeldUntilMs:      inv.HeldUntilMs,
+		Notice:           inv.Notice,
+		ReactionEventId:  inv.ReactionEventID,
+		Redacted:         inv.Redacted,
+
+		ReactionRequested: inv.ReactionRequested,
+		ForbiddenAtMs:     inv.ForbiddenAtMs,
+		Recheck:           inv.Recheck,
+	}
+}
+
+func invocationFrom(inv *roompb.Invocation) *Invocation {
+	return &Invocation{
+		Candidate:  inv.GetCandidate(),
+		QueuedAtMs: inv.GetQueuedAtMs(),
+		Attempts:   inv.GetAttempts(),
+		LastCode:   inv.GetLastCode(),
+		Ready:      inv.GetReady(),
+		TxnID:      inv.GetTxnId(),
+		Content:    inv.GetContent(),
+		IsError:    inv.GetIsError(),
+
+		FirstStartedAtMs: inv.GetFirstStartedAtMs(),
+		ReadyAtMs:        inv.GetReadyAtMs(),
+		HeldUntilMs:      inv.GetHeldUntilMs(),
+		Notice:           inv.GetNotice(),
+		ReactionEventID:  inv.GetReactionEventId(),
+		Redacted:         inv.GetRedacted(),
+
+		ReactionRequested: inv.GetReactionRequested(),
+		ForbiddenAtMs:     inv.GetForbiddenAtMs(),
+		Recheck:           inv.GetRecheck(),
+	}
 }
 
 // FromSnapshot rebuilds the state a snapshot describes.
@@ -438,25 +583,10 @@ func FromSnapshot(snap *roompb.RoomSnapshot) State {
 		s.Lookups = append(s.Lookups, Lookup{EventID: l.GetEventId(), Kind: l.GetKind()})
 	}
 	for _, inv := range snap.GetQueue() {
-		s.Queue = append(s.Queue, &Invocation{
-			Candidate:  inv.GetCandidate(),
-			QueuedAtMs: inv.GetQueuedAtMs(),
-			Attempts:   inv.GetAttempts(),
-			LastCode:   inv.GetLastCode(),
-			Ready:      inv.GetReady(),
-			TxnID:      inv.GetTxnId(),
-			Content:    inv.GetContent(),
-			IsError:    inv.GetIsError(),
-
-			FirstStartedAtMs: inv.GetFirstStartedAtMs(),
-			ReadyAtMs:        inv.GetReadyAtMs(),
-			HeldUntilMs:      inv.GetHeldUntilMs(),
-			Notice:           inv.GetNotice(),
-			ReactionEventID:  inv.GetReactionEventId(),
-			Redacted:         inv.GetRedacted(),
-
-			ReactionRequested: inv.GetReactionRequested(),
-		})
+		s.Queue = append(s.Queue, invocationFrom(inv))
+	}
+	for _, inv := range snap.GetHeld() {
+		s.Held = append(s.Held, invocationFrom(inv))
 	}
 	return s
 }

@@ -28,6 +28,11 @@ type Ledger interface {
 	RecordBotEvent(room, eventID, inReplyTo string) error
 }
 
+// Trail records what the sync decided about each event it saw.
+type Trail interface {
+	Synced(b *messages.SyncBatch, now time.Time)
+}
+
 // Clock supplies timers.
 type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
@@ -49,6 +54,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Hooks are test-only failpoints; nil in production.
 	Hooks *Hooks
+	// Trail, if set, is told what each committed answer carried (the
+	// event trail, a read model).
+	Trail Trail
 	// Observer, if set, is told the outcome of every request (metrics, and
 	// whether the homeserver may have restarted); a request the watchdog
 	// replaced counts as failed.
@@ -192,6 +200,9 @@ func (s *syncActor) commit(ctx actor.Context, b *messages.SyncBatch) {
 	for _, room := range b.GapRooms {
 		s.cfg.Logger.Warn("matrix_timeline_gap: some events of a busy room were not recovered", "room", room)
 	}
+	if s.cfg.Trail != nil {
+		s.cfg.Trail.Synced(b, time.UnixMilli(b.Cursor.GetUpdatedAtMs()))
+	}
 	if s.cfg.Hooks != nil && s.cfg.Hooks.AfterCommit != nil {
 		s.cfg.Hooks.AfterCommit(accepted)
 	}
@@ -210,7 +221,11 @@ func (s *syncActor) commit(ctx actor.Context, b *messages.SyncBatch) {
 		ctx.Send(s.cfg.Rooms, n)
 	}
 	for _, c := range accepted {
-		s.cfg.Logger.Info("invocation accepted", "room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()), "trigger", c.GetTrigger())
+		msg := "invocation accepted"
+		if t := c.GetTrigger(); t == messages.TriggerPowerLevels || t == messages.TriggerMembership {
+			msg = "room permission change routed" // releases replies held after M_FORBIDDEN
+		}
+		s.cfg.Logger.Info(msg, "room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()), "trigger", c.GetTrigger())
 	}
 }
 

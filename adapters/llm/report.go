@@ -95,6 +95,16 @@ func listModels(names []string) string {
 	return s
 }
 
+// Fix says which configuration key to change for the LLM failure err
+// carries (as the ERROR line for it does); "" when it carries none.
+func Fix(err error) string {
+	f := messages.LLMFailureOf(err)
+	if f == nil {
+		return ""
+	}
+	return fixFor(f)
+}
+
 // fixFor says which configuration key to change for a cause.
 func fixFor(f *messages.LLMFailure) string {
 	switch f.Cause {

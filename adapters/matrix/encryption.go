@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -60,4 +61,31 @@ func IsEncryptionEvent(evt *event.Event) bool {
 // configured (not hashed): the operator has to find the room.
 func EncryptedRoomProblem(room string) string {
 	return fmt.Sprintf("room %s is encrypted; Lisa cannot read it", room)
+}
+
+// maxRoomNameRunes bounds a room name as Lisa shows it (the status page).
+const maxRoomNameRunes = 120
+
+// RoomName returns the room's name (m.room.name), "" when it has none,
+// cut to maxRoomNameRunes. It is homeserver text: whoever shows it must
+// escape it.
+func (c *Client) RoomName(ctx context.Context, room string) (string, error) {
+	var content struct {
+		Name string `json:"name"`
+	}
+	err := c.retry(ctx, func() error {
+		return c.cli.StateEvent(ctx, id.RoomID(room), event.StateRoomName, "", &content)
+	})
+	switch {
+	case err == nil:
+	case notFound(err):
+		return "", nil
+	default:
+		return "", Classify(err)
+	}
+	name := []rune(strings.TrimSpace(content.Name))
+	if len(name) > maxRoomNameRunes {
+		name = append(name[:maxRoomNameRunes-1], '…')
+	}
+	return string(name), nil
 }

@@ -187,10 +187,14 @@ func syncFilter(limit int) string {
 		"account_data": none,
 		"room": map[string]any{
 			"timeline": map[string]any{"limit": limit, "types": []string{
-				event.EventMessage.Type, event.EventRedaction.Type, event.StateEncryption.Type}},
-			// Only encryption, to tell the operator about a room Lisa
-			// can no longer read (see SyncOptions.OnEncrypted).
-			"state":        map[string]any{"types": []string{event.StateEncryption.Type}},
+				event.EventMessage.Type, event.EventRedaction.Type, event.StateEncryption.Type,
+				event.StatePowerLevels.Type, event.StateMember.Type}},
+			// Encryption, to tell the operator about a room Lisa can no
+			// longer read (see SyncOptions.OnEncrypted); power levels and
+			// membership, to send the replies held after M_FORBIDDEN once
+			// Lisa may post again (see permissionChanges).
+			"state": map[string]any{"types": []string{event.StateEncryption.Type,
+				event.StatePowerLevels.Type, event.StateMember.Type}},
 			"ephemeral":    none,
 			"account_data": none,
 		},
@@ -263,6 +267,9 @@ type roomRead struct {
 	// not reach the room's last seen event.
 	skip, gap bool
 	err       error
+	// perms are the room's changes of permissions (see
+	// permissionChanges), routed after its candidates.
+	perms []*roompb.Candidate
 }
 
 // fetchRooms gathers the events of each room, reading the rooms that need
@@ -283,6 +290,7 @@ func (s *Source) fetchRooms(ctx context.Context, a *answer, rooms []id.RoomID, r
 			continue
 		}
 		s.noteEncryption(room, rr.jr)
+		rr.perms = s.permissionChanges(room, rr.jr)
 		if !s.mustFetch(a, rr.jr) {
 			rr.events, _, _, _ = s.roomEvents(ctx, a, room, rr.jr)
 			continue
@@ -373,7 +381,7 @@ func (s *Source) newBatch(prev *roompb.SyncCursor, nextBatch string) *messages.S
 	for room, last := range prev.GetLastEventIds() {
 		cur.LastEventIds[room] = last
 	}
-	return &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}}
+	return &messages.SyncBatch{Cursor: cur, Rejected: map[string]int{}, NotAllowed: map[string]int{}}
 }
 
 // roomsToRead lists, sorted, the rooms of resp and, when verifying, every
@@ -402,6 +410,9 @@ func (s *Source) readRoom(ctx context.Context, a *answer, rr roomRead) error {
 	if jr != nil && !s.classifier.allowed[room] {
 		// Dendrite ignores room filters: the allowlist is enforced here.
 		a.batch.Rejected[string(RejectRoom)] += len(jr.Timeline.Events)
+		if n := len(jr.Timeline.Events); n > 0 {
+			a.batch.NotAllowed[string(room)] += n
+		}
 		return nil
 	}
 	if rr.err != nil || rr.skip {
@@ -415,9 +426,16 @@ func (s *Source) readRoom(ctx context.Context, a *answer, rr roomRead) error {
 	}
 	if a.baseline {
 		a.batch.Rejected["baseline"] += len(events)
+		for _, evt := range events {
+			a.batch.Seen = append(a.batch.Seen, seenEvent(room, evt, VerdictBaseline))
+		}
 		return nil
 	}
-	return s.classifyRoom(ctx, a.batch, room, events)
+	if err := s.classifyRoom(ctx, a.batch, room, events); err != nil {
+		return err
+	}
+	a.batch.Candidates = append(a.batch.Candidates, rr.perms...)
+	return nil
 }
 
 // noteEncryption reports an allowed room whose sync answer shows it
@@ -436,6 +454,57 @@ func (s *Source) noteEncryption(room id.RoomID, jr *mautrix.SyncJoinedRoom) {
 	if s.opts.OnEncrypted != nil {
 		s.opts.OnEncrypted(string(room))
 	}
+}
+
+// permissionChanges returns, as inbox candidates, the changes of an
+// allowed room's power levels and of Lisa's own membership in its sync
+// answer (state and timeline, each event once), and takes every power
+// levels and membership event out of its timeline: they are no messages,
+// and one must not become the room's back-fill anchor (back-fill reads
+// only timelineTypes). The room releases the replies it holds after an
+// M_FORBIDDEN when one arrives; with none held it only clears it out.
+// Other members' membership events are dropped.
+func (s *Source) permissionChanges(room id.RoomID, jr *mautrix.SyncJoinedRoom) []*roompb.Candidate {
+	if jr == nil {
+		return nil
+	}
+	var out []*roompb.Candidate
+	seen := map[id.EventID]bool{}
+	for _, list := range [][]*event.Event{jr.State.Events, jr.Timeline.Events} {
+		for _, evt := range list {
+			trigger := s.permissionTrigger(evt)
+			if trigger == "" || evt.ID == "" || seen[evt.ID] {
+				continue
+			}
+			seen[evt.ID] = true
+			out = append(out, &roompb.Candidate{RoomId: string(room), EventId: string(evt.ID), Sender: string(evt.Sender),
+				OriginTsMs: evt.Timestamp, Trigger: trigger})
+		}
+	}
+	if slices.ContainsFunc(jr.Timeline.Events, isPermissionEvent) {
+		jr.Timeline.Events = slices.DeleteFunc(slices.Clone(jr.Timeline.Events), isPermissionEvent)
+	}
+	return out
+}
+
+// permissionTrigger returns the trigger of a permission change (see
+// permissionChanges), or "" for any other event.
+func (s *Source) permissionTrigger(evt *event.Event) string {
+	switch {
+	case evt == nil || evt.StateKey == nil:
+		return ""
+	case evt.Type.Type == event.StatePowerLevels.Type && *evt.StateKey == "":
+		return messages.TriggerPowerLevels
+	case evt.Type.Type == event.StateMember.Type && *evt.StateKey == string(s.c.cli.UserID):
+		return messages.TriggerMembership
+	}
+	return ""
+}
+
+// isPermissionEvent reports a power levels or membership event, which
+// permissionChanges takes out of a timeline.
+func isPermissionEvent(evt *event.Event) bool {
+	return evt != nil && (evt.Type.Type == event.StatePowerLevels.Type || evt.Type.Type == event.StateMember.Type)
 }
 
 // roomEvents returns the room's new events, oldest first: its timeline,
@@ -501,6 +570,7 @@ func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, ro
 			s.log.Info("a reply names no valid event ID; taken as not a reply to Lisa",
 				"room", messages.RoomID(room), "event", messages.EventID(evt.ID))
 		}
+		batch.Seen = append(batch.Seen, seenEvent(room, evt, verdict))
 		if cand == nil {
 			batch.Rejected[string(verdict)]++
 			continue
@@ -700,6 +770,52 @@ func (s *Source) read(ctx context.Context, do func() error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// VerdictBaseline is the verdict recorded in SyncBatch.Seen for an event
+// of the baseline answer: history, never answered.
+const VerdictBaseline Verdict = "baseline"
+
+// seenEvent describes evt for the event trail: IDs, sender, kind and
+// verdict, never its body.
+func seenEvent(room id.RoomID, evt *event.Event, v Verdict) messages.SeenEvent {
+	se := messages.SeenEvent{Room: string(room), Verdict: string(v)}
+	if evt == nil {
+		return se
+	}
+	se.EventID, se.Sender, se.OriginTsMs, se.Kind = string(evt.ID), string(evt.Sender), evt.Timestamp, eventKind(evt)
+	return se
+}
+
+// eventKind names what evt is: "edit", "redaction", a message of one of
+// the specification's types without "m." ("text", "notice", …),
+// "message" for any other type, or "other". The set is closed: a sender's
+// own msgtype never reaches the trail.
+func eventKind(evt *event.Event) string {
+	switch {
+	case evt.Type == event.EventRedaction:
+		return "redaction"
+	case IsEdit(evt):
+		return "edit"
+	case evt.Type != event.EventMessage:
+		return "other"
+	}
+	var c struct {
+		MsgType string `json:"msgtype"`
+	}
+	if json.Unmarshal(evt.Content.VeryRaw, &c) != nil || c.MsgType == "" {
+		if msg, ok := evt.Content.Parsed.(*event.MessageEventContent); ok && msg != nil {
+			c.MsgType = string(msg.MsgType)
+		}
+	}
+	if c.MsgType == "" {
+		return "message"
+	}
+	switch k, _ := strings.CutPrefix(c.MsgType, "m."); k {
+	case "text", "notice", "emote", "image", "file", "audio", "video", "location":
+		return k
+	}
+	return "message"
 }
 
 func ownEvent(room id.RoomID, evt *event.Event) messages.OwnEvent {

@@ -51,7 +51,7 @@ func New(src Sources) *Metrics {
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_sync_requests_total",
 			Help: "Matrix /sync requests by result (ok, error)."}, []string{"result"}),
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_invocations_total",
-			Help: "Finished invocations by outcome (answered, error_reply, abandoned)."}, []string{"outcome"}),
+			Help: "Finished invocations by outcome (answered, error_reply, abandoned), and replies held after M_FORBIDDEN (held)."}, []string{"outcome"}),
 		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lisa_phase_duration_seconds",
 			Help:    "Duration of invocation phases: queue, context, llm, tools, send.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"phase"}),

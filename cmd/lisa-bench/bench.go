@@ -361,6 +361,8 @@ func printRest(w io.Writer, r *benchReport) {
 		fmt.Fprintf(w, "  %-42s %.3f s (%d rooms, %d journal events; daemon started after %.3f s)\n", "start to first answer (ready)", s.ReadySeconds, s.ReadyRooms, s.JournalEvents, s.StartSeconds)
 		fmt.Fprintf(w, "  %-42s %.3f s (%d events replayed)\n", "start to every room replayed", s.AllLiveSeconds, s.ReplayedEvents)
 		fmt.Fprintf(w, "  %-42s %.3f s (every room read back once)\n", "start to first answer after a crash", s.ReadyAfterCrashSeconds)
+		fmt.Fprintf(w, "  %-42s %.1f MiB Go heap, %.1f KiB per room, %.0f bytes per event (%d rooms × %d events)\n", "event trail, full rings",
+			float64(s.Trail.HeapKiB)/1024, s.Trail.RoomKiB, s.Trail.EventB, s.Trail.Rooms, s.Trail.PerRoom)
 		printStartup(w, s.Startup)
 	}
 	if p := r.Prefix; p != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/lisabot/lisa/daemon"
 	"github.com/lisabot/lisa/messages/roompb"
 	"github.com/lisabot/lisa/persistence"
+	"github.com/lisabot/lisa/trail"
 )
 
 // scaleReport is what idle rooms cost and how fast Lisa starts.
@@ -48,6 +49,8 @@ type scaleReport struct {
 	// back room by room (one GET /messages per allowed room) before any
 	// mention in it is routed.
 	ReadyAfterCrashSeconds float64 `json:"ready_after_crash_seconds"`
+	// Trail is the event trail's memory with every ring full.
+	Trail trailReport `json:"trail_full_rings"`
 	// Startup is the start-up measured for each journal shape; the
 	// fields above repeat the first (current) shape's figures.
 	Startup []startupReport `json:"startup"`
@@ -95,6 +98,8 @@ func benchScale(ctx context.Context, work string, o benchOptions, step func(stri
 	if err := s.measureRoomCost(ctx); err != nil {
 		return nil, err
 	}
+	step("scale: event trail with %d rooms × %d events (full rings)", trailRooms, trail.DefaultPerRoom)
+	rep.Trail = benchTrail(trailRooms, trail.DefaultPerRoom)
 
 	for _, shape := range startupShapes(o) {
 		step("scale: start-up with %d rooms × %d journal events (%s shape)", o.idleRooms, shape.perRoom, shape.name)
@@ -107,6 +112,9 @@ func benchScale(ctx context.Context, work string, o benchOptions, step func(stri
 	rep.fillLegacy()
 	return rep, nil
 }
+
+// trailRooms is how many rooms the trail measurement fills.
+const trailRooms = 1000
 
 // scaleRun is one run of the scale bench: the fake stack Lisa runs
 // against, the replies it sees arrive, and the report being filled in.

@@ -111,6 +111,18 @@ func TestRoomTokenBudget(t *testing.T) {
 	if n := len(e.llm.Requests()); n != 3 {
 		t.Fatalf("%d LLM requests after the budget was spent, want still 3", n)
 	}
+	// The event's outcome, as the shell's why reads it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := e.shell("why "+string(refused)+"\n", "--json")
+		if strings.Contains(out, `"refused_budget"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("why %s does not say refused_budget: %s", refused, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	rep := e.usage(string(room))
 	if len(rep.Rows) != 1 || rep.Rows[0].Total != 360 || rep.Rows[0].Prompt != 300 || rep.Rows[0].Requests != 3 ||
 		rep.Rows[0].Estimated != 0 || rep.Rows[0].Refused != 1 || rep.RoomDailyBudget != 300 || rep.Rows[0].RoomBudgetShare != 1.2 {

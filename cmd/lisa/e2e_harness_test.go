@@ -69,6 +69,9 @@ type e2e struct {
 	persona, llmKey string
 	// dataDir overrides runtime.data_dir ("data", next to the config).
 	dataDir string
+	// llmURL and model override llm.base_url (the scripted model's) and
+	// llm.model ("m"), for a real LLM server.
+	llmURL, model string
 }
 
 func newE2E(t *testing.T, allowedRooms int) *e2e {
@@ -135,6 +138,13 @@ func (e *e2e) writeConfig() string {
 	if e.device != "" {
 		device = e.device
 	}
+	llmURL, model := e.llm.URL(), "m"
+	if e.llmURL != "" {
+		llmURL = e.llmURL
+	}
+	if e.model != "" {
+		model = e.model
+	}
 	cfg := fmt.Sprintf(`[matrix]
 homeserver_url = %q
 user_id = %q
@@ -148,7 +158,7 @@ gap_page_limit = 5
 
 [llm]
 base_url = %q
-model = "m"
+model = %q
 %s
 request_timeout_seconds = 30
 
@@ -163,7 +173,7 @@ max_concurrent_rooms = %d
 shutdown_grace_seconds = 5
 invocation_timeout_seconds = 60
 log_level = "info"
-`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, e.llm.URL(), keyLine, dataDir, e.maxConc)
+`, e.hsURL, e.bot.UserID, device, strings.Join(rooms, ", "), e.timelineLimit, llmURL, model, keyLine, dataDir, e.maxConc)
 	cfg += e.extraConfig
 	path := filepath.Join(e.dir, "lisa.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,7 +23,11 @@ const shellHelp = `commands:
   actors                  the actor tree: mailbox length, posted, received, restarts, failures, age
   rooms                   per room: state, queue depth, active invocation, replies, last reply
   invocations [room]      queued invocations: state, attempts, age, last error code
+  held [room]             replies the homeserver refused (M_FORBIDDEN), held until Lisa may post again
+  resend [room]           send the held replies now (each looked up first, then sent once)
   journal <room> [n]      the last n journal events of a room (no message bodies)
+  why <event_id>          what became of one event: its outcome and, for an invocation, its path
+  trail [room] [n]        the last n event outcomes (default 20), of one room or all
   health                  the health summary (as lisa health)
   digests                 per room, a digest of its state (a journal replay must reproduce it)
   usage [room] [days]     LLM tokens per room and day (default today), today's share of each budget; ~ marks estimates
@@ -126,13 +132,28 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 	case "rooms":
 		var rows []daemon.RoomRow
 		_ = json.Unmarshal(data, &rows)
-		fmt.Fprintln(tw, "ROOM\tRUNNING\tSTATE\tQUEUE\tACTIVE\tANSWERED\tLAST REPLY")
+		fmt.Fprintln(tw, "ROOM\tRUNNING\tSTATE\tQUEUE\tACTIVE\tANSWERED\tHELD\tLAST REPLY")
 		for _, r := range rows {
 			last := "-"
 			if r.LastReplyUnix > 0 {
 				last = time.Unix(r.LastReplyUnix, 0).UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%s\t%d\t%s\n", r.Room, r.Running, r.State, r.Queue, orDash(r.Active), r.Answered, last)
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%d\t%s\t%d\t%d\t%s\n", r.Room, r.Running, r.State, r.Queue, orDash(r.Active), r.Answered, r.Held, last)
+		}
+	case "held":
+		var rows []daemon.HeldRow
+		_ = json.Unmarshal(data, &rows)
+		fmt.Fprintln(tw, "ROOM\tEVENT\tAGE\tEXPIRES IN\tERROR REPLY")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", r.Room, r.Event, time.Duration(r.AgeSeconds)*time.Second,
+				time.Duration(r.ExpiresInSeconds)*time.Second, r.ErrorReply)
+		}
+	case "resend":
+		var rows []daemon.ResendRow
+		_ = json.Unmarshal(data, &rows)
+		fmt.Fprintln(tw, "ROOM\tRELEASED\tNOTE")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Room, r.Released, orDash(r.Error))
 		}
 	case "invocations":
 		var rows []daemon.InvocationRow
@@ -143,6 +164,14 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 		}
 	case "usage":
 		printTokenUsage(tw, data)
+	case "why":
+		var r daemon.WhyReport
+		_ = json.Unmarshal(data, &r)
+		printWhy(tw, r)
+	case "trail":
+		var r daemon.TrailReport
+		_ = json.Unmarshal(data, &r)
+		printTrail(tw, r)
 	case "journal":
 		var lines []string
 		_ = json.Unmarshal(data, &lines)
@@ -155,6 +184,90 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 		b, _ := json.MarshalIndent(v, "", "  ")
 		fmt.Fprintln(tw, string(b))
 	}
+}
+
+// printWhy renders the answer of "why".
+func printWhy(w io.Writer, r daemon.WhyReport) {
+	if !r.Seen || r.Entry == nil {
+		fmt.Fprintf(w, "%s: Lisa never saw this event (it is in no allowed room's trail). Likely causes:\n", r.EventID)
+		for _, h := range r.Hints {
+			fmt.Fprintf(w, "  - %s\n", h)
+		}
+		return
+	}
+	e := r.Entry
+	fmt.Fprintf(w, "event\t%s\n", e.EventID)
+	fmt.Fprintf(w, "room\t%s\n", e.Room)
+	fmt.Fprintf(w, "sender\t%s\n", orDash(e.Sender))
+	fmt.Fprintf(w, "kind\t%s\n", orDash(e.Kind))
+	fmt.Fprintf(w, "seen\t%s\n", msTime(e.Seen))
+	fmt.Fprintf(w, "outcome\t%s\n", e.Outcome)
+	fmt.Fprintf(w, "meaning\t%s\n", r.Meaning)
+	if e.End != nil {
+		if e.End.ReplyEventID != "" {
+			fmt.Fprintf(w, "reply\t%s\n", e.End.ReplyEventID)
+		}
+		if e.End.AnswerMs > 0 {
+			fmt.Fprintf(w, "time to answer\t%s\n", time.Duration(e.End.AnswerMs)*time.Millisecond)
+		}
+		fmt.Fprintf(w, "llm requests\t%d\n", e.End.LLMRequests)
+		fmt.Fprintf(w, "tool calls\t%s\n", toolCalls(e.End.ToolCalls))
+		if e.End.ErrorCode != "" {
+			fmt.Fprintf(w, "error code\t%s\n", e.End.ErrorCode)
+		}
+	}
+	for i, s := range e.Path {
+		label := ""
+		if i == 0 {
+			label = "path"
+		}
+		line := s.What
+		if s.Attempt > 0 {
+			line += fmt.Sprintf(" (attempt %d)", s.Attempt)
+		}
+		if s.Code != "" {
+			line += " " + s.Code
+		}
+		fmt.Fprintf(w, "%s\t%s  %s\n", label, msTime(s.AtMs), line)
+	}
+}
+
+// printTrail renders the answer of "trail".
+func printTrail(w io.Writer, r daemon.TrailReport) {
+	fmt.Fprintln(w, "SEEN\tROOM\tEVENT\tSENDER\tKIND\tOUTCOME\tREPLY\tTIME TO ANSWER")
+	for _, e := range r.Entries {
+		reply, took := "-", "-"
+		if e.End != nil {
+			reply = orDash(e.End.ReplyEventID)
+			if e.End.AnswerMs > 0 {
+				took = (time.Duration(e.End.AnswerMs) * time.Millisecond).String()
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", msTime(e.Seen), e.Room, e.EventID, orDash(e.Sender), orDash(e.Kind), e.Outcome, reply, took)
+	}
+	for _, room := range slices.Sorted(maps.Keys(r.NotAllowed)) {
+		fmt.Fprintf(w, "not allowed (never read; matrix.allowed_room_ids)\t%s\t%d events\n", room, r.NotAllowed[room])
+	}
+}
+
+// toolCalls renders tool calls by outcome, "ok=2 fetch_timeout=1".
+func toolCalls(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// msTime renders a time in Unix milliseconds as UTC RFC 3339.
+func msTime(ms int64) string {
+	if ms <= 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 func orDash(s string) string {

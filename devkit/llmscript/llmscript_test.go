@@ -461,6 +461,42 @@ func TestModels(t *testing.T) {
 	}
 }
 
+// TestRoutes: WithRoute serves an endpoint beside chat completions (or
+// replaces GET /v1/models) behind the same key check, records nothing and
+// consumes no scripted step.
+func TestRoutes(t *testing.T) {
+	srv := start(t, llmscript.WithAPIKey(testKey),
+		llmscript.WithRoute(http.MethodGet, "/props", llmscript.Raw(200, "application/json", `{"default_generation_settings":{"n_ctx":4096}}`)),
+		llmscript.WithRoute(http.MethodGet, "/v1/models", llmscript.Raw(200, "application/json", `{"object":"list","data":[{"id":"q","object":"model","max_model_len":8192}]}`)))
+	srv.Enqueue(llmscript.Text("scripted"))
+	root := strings.TrimSuffix(srv.URL(), "/v1")
+	for _, c := range []struct {
+		method, url, key string
+		status           int
+		body             string
+	}{
+		{http.MethodGet, root + "/props", testKey, 200, `"n_ctx":4096`},
+		{http.MethodGet, root + "/props", "wrong", 401, "Incorrect API key"},
+		{http.MethodPost, root + "/props", testKey, 404, "unknown endpoint"},
+		{http.MethodGet, srv.URL() + "/models", testKey, 200, `"max_model_len":8192`},
+	} {
+		req, _ := http.NewRequestWithContext(testCtx(t), c.method, c.url, nil)
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(body), c.body) {
+			t.Errorf("%s %s: %d %s", c.method, c.url, resp.StatusCode, body)
+		}
+	}
+	if len(srv.Requests()) != 0 || srv.Pending() != 1 {
+		t.Errorf("routes were recorded (%d) or consumed steps (%d pending)", len(srv.Requests()), srv.Pending())
+	}
+}
+
 func TestMaxConcurrent(t *testing.T) {
 	const n = 5
 	gate := llmscript.NewGate()

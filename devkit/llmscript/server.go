@@ -24,6 +24,7 @@ type Server struct {
 	def    Step
 	now    func() time.Time
 	trace  func(arrived, answered time.Time)
+	routes map[string]Step // "METHOD /path" → the reply
 
 	mu          sync.Mutex
 	script      []Step
@@ -63,6 +64,22 @@ func WithModels(names ...string) Option {
 		if len(names) > 0 {
 			s.models = slices.Clone(names)
 		}
+	}
+}
+
+// WithRoute serves step to method requests for path (the whole path,
+// "/props" or "/v1/models"), after the same key check as GET /v1/models,
+// in place of the built-in reply, if any. Such endpoints beside chat
+// completions are what some servers tell about the model (llama.cpp's
+// GET /props, Ollama's POST /api/show, vLLM's max_model_len in GET
+// /v1/models); their requests are not recorded and consume no step of
+// the script. A [Func] step is called with an empty Request.
+func WithRoute(method, path string, step Step) Option {
+	return func(s *Server) {
+		if s.routes == nil {
+			s.routes = map[string]Step{}
+		}
+		s.routes[method+" "+path] = step
 	}
 }
 
@@ -242,6 +259,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 
+	if step, ok := s.routes[r.Method+" "+r.URL.Path]; ok {
+		if !s.authorized(r) {
+			writeError(w, Error(http.StatusUnauthorized, "Incorrect API key provided."))
+			return
+		}
+		_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxBody))
+		s.serveStep(w, r, Request{}, step, 0)
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/chat/completions":
 		if r.Method != http.MethodPost {

@@ -802,6 +802,219 @@ func (x *ReplySent) GetReconciled() bool {
 	return false
 }
 
+// ReplyForbidden: the homeserver refused the reply with M_FORBIDDEN (Lisa
+// may not post in the room: power levels, membership). The invocation
+// leaves the queue, so later invocations go on, and its exact reply is
+// held (room.State.Held, bounded by room.HeldLimit and room.HeldTTL) until
+// the sync shows a change of the room's power levels or of Lisa's
+// membership, or the operator runs `resend` (HeldReleased); it is then
+// sent with its original transaction ID.
+type ReplyForbidden struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	RefusedAtMs   int64                  `protobuf:"varint,3,opt,name=refused_at_ms,json=refusedAtMs,proto3" json:"refused_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplyForbidden) Reset() {
+	*x = ReplyForbidden{}
+	mi := &file_room_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplyForbidden) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplyForbidden) ProtoMessage() {}
+
+func (x *ReplyForbidden) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplyForbidden.ProtoReflect.Descriptor instead.
+func (*ReplyForbidden) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReplyForbidden) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ReplyForbidden) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ReplyForbidden) GetRefusedAtMs() int64 {
+	if x != nil {
+		return x.RefusedAtMs
+	}
+	return 0
+}
+
+// HeldReleased: held replies go back into the queue, right behind the
+// head, in the order they were held, each looked up on the homeserver
+// before it is sent again. reason is "power_levels" or "membership" (the
+// sync showed that change; cause_event_id is the state event, whose inbox
+// entry is taken in the same write) or "operator" (`resend` in lisa
+// shell).
+type HeldReleased struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EventIds []string               `protobuf:"bytes,1,rep,name=event_ids,json=eventIds,proto3" json:"event_ids,omitempty"`
+	Reason   string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The room: the cause's inbox entry is taken in the same write.
+	RoomId        string `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	CauseEventId  string `protobuf:"bytes,4,opt,name=cause_event_id,json=causeEventId,proto3" json:"cause_event_id,omitempty"`
+	ReleasedAtMs  int64  `protobuf:"varint,5,opt,name=released_at_ms,json=releasedAtMs,proto3" json:"released_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldReleased) Reset() {
+	*x = HeldReleased{}
+	mi := &file_room_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldReleased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldReleased) ProtoMessage() {}
+
+func (x *HeldReleased) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldReleased.ProtoReflect.Descriptor instead.
+func (*HeldReleased) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HeldReleased) GetEventIds() []string {
+	if x != nil {
+		return x.EventIds
+	}
+	return nil
+}
+
+func (x *HeldReleased) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HeldReleased) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *HeldReleased) GetCauseEventId() string {
+	if x != nil {
+		return x.CauseEventId
+	}
+	return ""
+}
+
+func (x *HeldReleased) GetReleasedAtMs() int64 {
+	if x != nil {
+		return x.ReleasedAtMs
+	}
+	return 0
+}
+
+// HeldDropped: a held reply is given up without being sent: reason
+// "overflow" (more than room.HeldLimit held in the room: the oldest goes)
+// or "expired" (held longer than room.HeldTTL).
+type HeldDropped struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	DroppedAtMs   int64                  `protobuf:"varint,3,opt,name=dropped_at_ms,json=droppedAtMs,proto3" json:"dropped_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldDropped) Reset() {
+	*x = HeldDropped{}
+	mi := &file_room_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldDropped) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldDropped) ProtoMessage() {}
+
+func (x *HeldDropped) ProtoReflect() protoreflect.Message {
+	mi := &file_room_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldDropped.ProtoReflect.Descriptor instead.
+func (*HeldDropped) Descriptor() ([]byte, []int) {
+	return file_room_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HeldDropped) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *HeldDropped) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HeldDropped) GetDroppedAtMs() int64 {
+	if x != nil {
+		return x.DroppedAtMs
+	}
+	return 0
+}
+
 // ReplyAbandoned: the homeserver refused the reply permanently.
 type ReplyAbandoned struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -814,7 +1027,7 @@ type ReplyAbandoned struct {
 
 func (x *ReplyAbandoned) Reset() {
 	*x = ReplyAbandoned{}
-	mi := &file_room_proto_msgTypes[10]
+	mi := &file_room_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1039,7 @@ func (x *ReplyAbandoned) String() string {
 func (*ReplyAbandoned) ProtoMessage() {}
 
 func (x *ReplyAbandoned) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[10]
+	mi := &file_room_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1052,7 @@ func (x *ReplyAbandoned) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyAbandoned.ProtoReflect.Descriptor instead.
 func (*ReplyAbandoned) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{10}
+	return file_room_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReplyAbandoned) GetEventId() string {
@@ -879,7 +1092,7 @@ type InvocationEdited struct {
 
 func (x *InvocationEdited) Reset() {
 	*x = InvocationEdited{}
-	mi := &file_room_proto_msgTypes[11]
+	mi := &file_room_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1104,7 @@ func (x *InvocationEdited) String() string {
 func (*InvocationEdited) ProtoMessage() {}
 
 func (x *InvocationEdited) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[11]
+	mi := &file_room_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1117,7 @@ func (x *InvocationEdited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationEdited.ProtoReflect.Descriptor instead.
 func (*InvocationEdited) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{11}
+	return file_room_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InvocationEdited) GetEventId() string {
@@ -968,7 +1181,7 @@ type InvocationRedacted struct {
 
 func (x *InvocationRedacted) Reset() {
 	*x = InvocationRedacted{}
-	mi := &file_room_proto_msgTypes[12]
+	mi := &file_room_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1193,7 @@ func (x *InvocationRedacted) String() string {
 func (*InvocationRedacted) ProtoMessage() {}
 
 func (x *InvocationRedacted) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[12]
+	mi := &file_room_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1206,7 @@ func (x *InvocationRedacted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationRedacted.ProtoReflect.Descriptor instead.
 func (*InvocationRedacted) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{12}
+	return file_room_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InvocationRedacted) GetEventId() string {
@@ -1052,7 +1265,7 @@ type InvocationDropped struct {
 
 func (x *InvocationDropped) Reset() {
 	*x = InvocationDropped{}
-	mi := &file_room_proto_msgTypes[13]
+	mi := &file_room_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1277,7 @@ func (x *InvocationDropped) String() string {
 func (*InvocationDropped) ProtoMessage() {}
 
 func (x *InvocationDropped) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[13]
+	mi := &file_room_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1290,7 @@ func (x *InvocationDropped) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvocationDropped.ProtoReflect.Descriptor instead.
 func (*InvocationDropped) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{13}
+	return file_room_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InvocationDropped) GetEventId() string {
@@ -1108,7 +1321,7 @@ type ReactionRequested struct {
 
 func (x *ReactionRequested) Reset() {
 	*x = ReactionRequested{}
-	mi := &file_room_proto_msgTypes[14]
+	mi := &file_room_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1333,7 @@ func (x *ReactionRequested) String() string {
 func (*ReactionRequested) ProtoMessage() {}
 
 func (x *ReactionRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[14]
+	mi := &file_room_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1346,7 @@ func (x *ReactionRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReactionRequested.ProtoReflect.Descriptor instead.
 func (*ReactionRequested) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{14}
+	return file_room_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReactionRequested) GetEventId() string {
@@ -1157,7 +1370,7 @@ type PendingLookup struct {
 
 func (x *PendingLookup) Reset() {
 	*x = PendingLookup{}
-	mi := &file_room_proto_msgTypes[15]
+	mi := &file_room_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1382,7 @@ func (x *PendingLookup) String() string {
 func (*PendingLookup) ProtoMessage() {}
 
 func (x *PendingLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[15]
+	mi := &file_room_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1395,7 @@ func (x *PendingLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLookup.ProtoReflect.Descriptor instead.
 func (*PendingLookup) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{15}
+	return file_room_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PendingLookup) GetEventId() string {
@@ -1213,7 +1426,7 @@ type LookupDone struct {
 
 func (x *LookupDone) Reset() {
 	*x = LookupDone{}
-	mi := &file_room_proto_msgTypes[16]
+	mi := &file_room_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1438,7 @@ func (x *LookupDone) String() string {
 func (*LookupDone) ProtoMessage() {}
 
 func (x *LookupDone) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[16]
+	mi := &file_room_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1451,7 @@ func (x *LookupDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupDone.ProtoReflect.Descriptor instead.
 func (*LookupDone) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{16}
+	return file_room_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LookupDone) GetEventId() string {
@@ -1281,7 +1494,7 @@ type ReactionSent struct {
 
 func (x *ReactionSent) Reset() {
 	*x = ReactionSent{}
-	mi := &file_room_proto_msgTypes[17]
+	mi := &file_room_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1506,7 @@ func (x *ReactionSent) String() string {
 func (*ReactionSent) ProtoMessage() {}
 
 func (x *ReactionSent) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[17]
+	mi := &file_room_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1519,7 @@ func (x *ReactionSent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReactionSent.ProtoReflect.Descriptor instead.
 func (*ReactionSent) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{17}
+	return file_room_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReactionSent) GetEventId() string {
@@ -1335,7 +1548,7 @@ type Redacted struct {
 
 func (x *Redacted) Reset() {
 	*x = Redacted{}
-	mi := &file_room_proto_msgTypes[18]
+	mi := &file_room_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1560,7 @@ func (x *Redacted) String() string {
 func (*Redacted) ProtoMessage() {}
 
 func (x *Redacted) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[18]
+	mi := &file_room_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1573,7 @@ func (x *Redacted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redacted.ProtoReflect.Descriptor instead.
 func (*Redacted) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{18}
+	return file_room_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Redacted) GetEventId() string {
@@ -1404,13 +1617,20 @@ type Invocation struct {
 	Redacted bool `protobuf:"varint,14,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	// The wait reaction was requested (ReactionRequested).
 	ReactionRequested bool `protobuf:"varint,15,opt,name=reaction_requested,json=reactionRequested,proto3" json:"reaction_requested,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// When the homeserver refused the reply with M_FORBIDDEN
+	// (ReplyForbidden); set on the held replies of RoomSnapshot.held and
+	// kept when they are released.
+	ForbiddenAtMs int64 `protobuf:"varint,16,opt,name=forbidden_at_ms,json=forbiddenAtMs,proto3" json:"forbidden_at_ms,omitempty"`
+	// The reply was held and released (HeldReleased): it is looked up on
+	// the homeserver before it is sent again.
+	Recheck       bool `protobuf:"varint,17,opt,name=recheck,proto3" json:"recheck,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Invocation) Reset() {
 	*x = Invocation{}
-	mi := &file_room_proto_msgTypes[19]
+	mi := &file_room_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1642,7 @@ func (x *Invocation) String() string {
 func (*Invocation) ProtoMessage() {}
 
 func (x *Invocation) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[19]
+	mi := &file_room_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1655,7 @@ func (x *Invocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invocation.ProtoReflect.Descriptor instead.
 func (*Invocation) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{19}
+	return file_room_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Invocation) GetCandidate() *Candidate {
@@ -1543,6 +1763,20 @@ func (x *Invocation) GetReactionRequested() bool {
 	return false
 }
 
+func (x *Invocation) GetForbiddenAtMs() int64 {
+	if x != nil {
+		return x.ForbiddenAtMs
+	}
+	return 0
+}
+
+func (x *Invocation) GetRecheck() bool {
+	if x != nil {
+		return x.Recheck
+	}
+	return false
+}
+
 // RoomSnapshot is the room state before the journal event at
 // next_event_index.
 type RoomSnapshot struct {
@@ -1569,14 +1803,17 @@ type RoomSnapshot struct {
 	Edited            uint64   `protobuf:"varint,14,opt,name=edited,proto3" json:"edited,omitempty"`
 	// Lisa's events still to find on the homeserver and redact, oldest
 	// first (bounded: room.LookupLimit).
-	Lookups       []*PendingLookup `protobuf:"bytes,15,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	Lookups []*PendingLookup `protobuf:"bytes,15,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	// Replies the homeserver refused with M_FORBIDDEN, held to be sent once
+	// Lisa may post again, oldest first (bounded: room.HeldLimit).
+	Held          []*Invocation `protobuf:"bytes,16,rep,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomSnapshot) Reset() {
 	*x = RoomSnapshot{}
-	mi := &file_room_proto_msgTypes[20]
+	mi := &file_room_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1825,7 @@ func (x *RoomSnapshot) String() string {
 func (*RoomSnapshot) ProtoMessage() {}
 
 func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_room_proto_msgTypes[20]
+	mi := &file_room_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1838,7 @@ func (x *RoomSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomSnapshot.ProtoReflect.Descriptor instead.
 func (*RoomSnapshot) Descriptor() ([]byte, []int) {
-	return file_room_proto_rawDescGZIP(), []int{20}
+	return file_room_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RoomSnapshot) GetNextEventIndex() uint64 {
@@ -1709,6 +1946,13 @@ func (x *RoomSnapshot) GetLookups() []*PendingLookup {
 	return nil
 }
 
+func (x *RoomSnapshot) GetHeld() []*Invocation {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
 var File_room_proto protoreflect.FileDescriptor
 
 const file_room_proto_rawDesc = "" +
@@ -1783,7 +2027,21 @@ const file_room_proto_rawDesc = "" +
 	"sent_at_ms\x18\x03 \x01(\x03R\bsentAtMs\x12\x1e\n" +
 	"\n" +
 	"reconciled\x18\x04 \x01(\bR\n" +
-	"reconciled\"g\n" +
+	"reconciled\"c\n" +
+	"\x0eReplyForbidden\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\"\n" +
+	"\rrefused_at_ms\x18\x03 \x01(\x03R\vrefusedAtMs\"\xa8\x01\n" +
+	"\fHeldReleased\x12\x1b\n" +
+	"\tevent_ids\x18\x01 \x03(\tR\beventIds\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x17\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12$\n" +
+	"\x0ecause_event_id\x18\x04 \x01(\tR\fcauseEventId\x12$\n" +
+	"\x0ereleased_at_ms\x18\x05 \x01(\x03R\freleasedAtMs\"d\n" +
+	"\vHeldDropped\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\"\n" +
+	"\rdropped_at_ms\x18\x03 \x01(\x03R\vdroppedAtMs\"g\n" +
 	"\x0eReplyAbandoned\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12&\n" +
@@ -1821,7 +2079,7 @@ const file_room_proto_rawDesc = "" +
 	"\x11reaction_event_id\x18\x02 \x01(\tR\x0freactionEventId\"9\n" +
 	"\bRedacted\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\x82\x04\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xc4\x04\n" +
 	"\n" +
 	"Invocation\x125\n" +
 	"\tcandidate\x18\x01 \x01(\v2\x17.lisa.room.v1.CandidateR\tcandidate\x12 \n" +
@@ -1840,7 +2098,9 @@ const file_room_proto_rawDesc = "" +
 	"\x06notice\x18\f \x01(\bR\x06notice\x12*\n" +
 	"\x11reaction_event_id\x18\r \x01(\tR\x0freactionEventId\x12\x1a\n" +
 	"\bredacted\x18\x0e \x01(\bR\bredacted\x12-\n" +
-	"\x12reaction_requested\x18\x0f \x01(\bR\x11reactionRequested\"\xa9\x04\n" +
+	"\x12reaction_requested\x18\x0f \x01(\bR\x11reactionRequested\x12&\n" +
+	"\x0fforbidden_at_ms\x18\x10 \x01(\x03R\rforbiddenAtMs\x12\x18\n" +
+	"\arecheck\x18\x11 \x01(\bR\arecheck\"\xd7\x04\n" +
 	"\fRoomSnapshot\x12(\n" +
 	"\x10next_event_index\x18\x01 \x01(\x04R\x0enextEventIndex\x12.\n" +
 	"\x05queue\x18\x02 \x03(\v2\x18.lisa.room.v1.InvocationR\x05queue\x12\x16\n" +
@@ -1860,7 +2120,8 @@ const file_room_proto_rawDesc = "" +
 	"\x12pending_redactions\x18\f \x03(\tR\x11pendingRedactions\x12\x1a\n" +
 	"\bredacted\x18\r \x01(\x04R\bredacted\x12\x16\n" +
 	"\x06edited\x18\x0e \x01(\x04R\x06edited\x125\n" +
-	"\alookups\x18\x0f \x03(\v2\x1b.lisa.room.v1.PendingLookupR\alookupsB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
+	"\alookups\x18\x0f \x03(\v2\x1b.lisa.room.v1.PendingLookupR\alookups\x12,\n" +
+	"\x04held\x18\x10 \x03(\v2\x18.lisa.room.v1.InvocationR\x04heldB)Z'github.com/lisabot/lisa/messages/roompbb\x06proto3"
 
 var (
 	file_room_proto_rawDescOnce sync.Once
@@ -1874,7 +2135,7 @@ func file_room_proto_rawDescGZIP() []byte {
 	return file_room_proto_rawDescData
 }
 
-var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_room_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_room_proto_goTypes = []any{
 	(*Candidate)(nil),           // 0: lisa.room.v1.Candidate
 	(*SyncCursor)(nil),          // 1: lisa.room.v1.SyncCursor
@@ -1886,31 +2147,35 @@ var file_room_proto_goTypes = []any{
 	(*ReplyReady)(nil),          // 7: lisa.room.v1.ReplyReady
 	(*ReplyHeld)(nil),           // 8: lisa.room.v1.ReplyHeld
 	(*ReplySent)(nil),           // 9: lisa.room.v1.ReplySent
-	(*ReplyAbandoned)(nil),      // 10: lisa.room.v1.ReplyAbandoned
-	(*InvocationEdited)(nil),    // 11: lisa.room.v1.InvocationEdited
-	(*InvocationRedacted)(nil),  // 12: lisa.room.v1.InvocationRedacted
-	(*InvocationDropped)(nil),   // 13: lisa.room.v1.InvocationDropped
-	(*ReactionRequested)(nil),   // 14: lisa.room.v1.ReactionRequested
-	(*PendingLookup)(nil),       // 15: lisa.room.v1.PendingLookup
-	(*LookupDone)(nil),          // 16: lisa.room.v1.LookupDone
-	(*ReactionSent)(nil),        // 17: lisa.room.v1.ReactionSent
-	(*Redacted)(nil),            // 18: lisa.room.v1.Redacted
-	(*Invocation)(nil),          // 19: lisa.room.v1.Invocation
-	(*RoomSnapshot)(nil),        // 20: lisa.room.v1.RoomSnapshot
-	nil,                         // 21: lisa.room.v1.SyncCursor.LastEventIdsEntry
+	(*ReplyForbidden)(nil),      // 10: lisa.room.v1.ReplyForbidden
+	(*HeldReleased)(nil),        // 11: lisa.room.v1.HeldReleased
+	(*HeldDropped)(nil),         // 12: lisa.room.v1.HeldDropped
+	(*ReplyAbandoned)(nil),      // 13: lisa.room.v1.ReplyAbandoned
+	(*InvocationEdited)(nil),    // 14: lisa.room.v1.InvocationEdited
+	(*InvocationRedacted)(nil),  // 15: lisa.room.v1.InvocationRedacted
+	(*InvocationDropped)(nil),   // 16: lisa.room.v1.InvocationDropped
+	(*ReactionRequested)(nil),   // 17: lisa.room.v1.ReactionRequested
+	(*PendingLookup)(nil),       // 18: lisa.room.v1.PendingLookup
+	(*LookupDone)(nil),          // 19: lisa.room.v1.LookupDone
+	(*ReactionSent)(nil),        // 20: lisa.room.v1.ReactionSent
+	(*Redacted)(nil),            // 21: lisa.room.v1.Redacted
+	(*Invocation)(nil),          // 22: lisa.room.v1.Invocation
+	(*RoomSnapshot)(nil),        // 23: lisa.room.v1.RoomSnapshot
+	nil,                         // 24: lisa.room.v1.SyncCursor.LastEventIdsEntry
 }
 var file_room_proto_depIdxs = []int32{
-	21, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
+	24, // 0: lisa.room.v1.SyncCursor.last_event_ids:type_name -> lisa.room.v1.SyncCursor.LastEventIdsEntry
 	0,  // 1: lisa.room.v1.InvocationQueued.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 2: lisa.room.v1.InvocationRefused.candidate:type_name -> lisa.room.v1.Candidate
 	0,  // 3: lisa.room.v1.Invocation.candidate:type_name -> lisa.room.v1.Candidate
-	19, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
-	15, // 5: lisa.room.v1.RoomSnapshot.lookups:type_name -> lisa.room.v1.PendingLookup
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	22, // 4: lisa.room.v1.RoomSnapshot.queue:type_name -> lisa.room.v1.Invocation
+	18, // 5: lisa.room.v1.RoomSnapshot.lookups:type_name -> lisa.room.v1.PendingLookup
+	22, // 6: lisa.room.v1.RoomSnapshot.held:type_name -> lisa.room.v1.Invocation
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_room_proto_init() }
@@ -1924,7 +2189,7 @@ func file_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_room_proto_rawDesc), len(file_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -362,13 +362,16 @@ func queuedEventTakesInboxEntry(t *testing.T, s persistence.Store) {
 }
 
 // relationsTakeInboxEntries: a queued invocation takes its own entry; an
-// applied edit or redaction takes its own.
+// applied edit or redaction takes its own, and a release of held replies
+// the entry of the permission change that caused it.
 func relationsTakeInboxEntries(t *testing.T, s persistence.Store) {
 	edit := cand("!a:hs", "$edit")
 	edit.ReplacesEventId, edit.OriginalRouted = "$orig", true
 	red := cand("!a:hs", "$red")
 	red.RedactsEventId = "$orig"
-	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s1"}, []*roompb.Candidate{cand("!a:hs", "$orig"), edit, red}); err != nil {
+	pl := cand("!a:hs", "$pl")
+	pl.Trigger, pl.Body = "power_levels", ""
+	if _, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s1"}, []*roompb.Candidate{cand("!a:hs", "$orig"), edit, red, pl}); err != nil {
 		t.Fatal(err)
 	}
 	name := "app/rooms/!a:hs"
@@ -376,6 +379,7 @@ func relationsTakeInboxEntries(t *testing.T, s persistence.Store) {
 		&roompb.InvocationQueued{Candidate: cand("!a:hs", "$orig")},
 		&roompb.InvocationEdited{EventId: "$orig", EditEventId: "$edit", RoomId: "!a:hs"},
 		&roompb.InvocationRedacted{EventId: "$orig", RedactionEventId: "$red", RoomId: "!a:hs"},
+		&roompb.HeldReleased{EventIds: []string{"$held"}, Reason: "power_levels", RoomId: "!a:hs", CauseEventId: "$pl"},
 	}
 	for i, ev := range steps {
 		if err := s.AppendEvent(name, uint64(i), ev); err != nil {

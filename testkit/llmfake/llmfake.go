@@ -54,6 +54,9 @@ func WithAPIKey(key string) Option { return llmscript.WithAPIKey(key) }
 // WithModels is [llmscript.WithModels].
 func WithModels(names ...string) Option { return llmscript.WithModels(names...) }
 
+// WithRoute is [llmscript.WithRoute].
+func WithRoute(method, path string, step Step) Option { return llmscript.WithRoute(method, path, step) }
+
 // WithDefault is [llmscript.WithDefault].
 func WithDefault(step Step) Option { return llmscript.WithDefault(step) }
 

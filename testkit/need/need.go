@@ -178,3 +178,25 @@ func checkPandoc() string {
 	}
 	return ""
 }
+
+// RequireChromiumEnv, set to 1, turns a missing Chromium into a test
+// failure.
+const RequireChromiumEnv = "LISA_REQUIRE_CHROMIUM"
+
+// chromiumTool is Debian's Chromium, on PATH as chromium.
+var chromiumTool = Tool{Name: "chromium", Package: "chromium", RequireEnv: RequireChromiumEnv, Check: func() string {
+	if _, err := exec.LookPath("chromium"); err != nil {
+		return "not found on PATH"
+	}
+	return ""
+}}
+
+// Chromium skips t with one line naming the Debian package unless
+// chromium is on PATH, and returns its path; with LISA_REQUIRE_CHROMIUM=1
+// it fails t instead.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	chromiumTool.Need(t)
+	p, _ := exec.LookPath("chromium")
+	return p
+}
