@@ -13,7 +13,8 @@ import (
 // checkBudget prints today's token usage against llm.daily_token_budget
 // and llm.room_daily_token_budget, read from the running Lisa's admin
 // socket (her store is hers while she runs). A spent deployment budget
-// is a warning: no question is answered until the day ends.
+// is a warning: no question is answered until the day ends. Without a
+// budget and without a running Lisa it has nothing to say (no line).
 func checkBudget(_ context.Context, e *Env) []Result {
 	c := e.Res.Config.LLM
 	budgets := "no daily token budget"
@@ -22,6 +23,9 @@ func checkBudget(_ context.Context, e *Env) []Result {
 	}
 	sock := e.Res.Config.Runtime.AdminSocket
 	if !admin.Serving(sock) {
+		if c.DailyTokenBudget <= 0 && c.RoomDailyTokenBudget <= 0 {
+			return nil // no budget, and no usage to read: nothing to say
+		}
 		return []Result{{Status: OK, Message: budgets + "; today's usage is not known: no Lisa is serving " + sock}}
 	}
 	cl, err := admin.Dial(sock, 2*time.Second)
