@@ -37,6 +37,7 @@ func Arm(getenv func(string) (string, bool)) daemon.ArmFunc {
 	return func(deps *daemon.Deps, log *slog.Logger) (func(), error) {
 		var k kills
 		armFailpoint(getenv, deps, &k, log)
+		armClock(getenv, deps)
 		leakCheck, err := armPlan(getenv, deps, &k, log)
 		if err != nil {
 			return nil, err

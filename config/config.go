@@ -106,6 +106,12 @@ type LLMConfig struct {
 	// ContextWindowTokens is the model's context window: every request
 	// stays within it less MaxOutputTokens.
 	ContextWindowTokens int `koanf:"context_window_tokens"`
+	// DailyTokenBudget caps the tokens (prompt and completion) the whole
+	// deployment may use per day in persona.time_zone; 0 is no limit.
+	DailyTokenBudget int `koanf:"daily_token_budget"`
+	// RoomDailyTokenBudget caps the tokens each room may use per day; 0
+	// is no limit.
+	RoomDailyTokenBudget int `koanf:"room_daily_token_budget"`
 }
 
 // PersonaConfig is the [persona] section.
@@ -118,6 +124,9 @@ type PersonaConfig struct {
 	// OverloadError is the in-character reply sent when an invocation runs
 	// out of time, iterations or budget.
 	OverloadError string `koanf:"overload_error"`
+	// BudgetError is the in-character reply to the first question of the
+	// day in a room after a token budget is spent.
+	BudgetError string `koanf:"budget_error"`
 	// TimeZone is the IANA time zone (e.g. "Europe/Berlin") in which the
 	// system prompt gives the current date and time, besides UTC.
 	TimeZone string `koanf:"time_zone"`

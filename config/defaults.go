@@ -35,6 +35,7 @@ func Default() Config {
 		Persona: PersonaConfig{
 			GenericError:  "Oh dear, I lost my train of thought there. Could you ask me once more?",
 			OverloadError: "That is more than I can work through right now. Could you try a smaller question?",
+			BudgetError:   "I have talked myself hoarse for today. Ask me again tomorrow?",
 			TimeZone:      "UTC",
 		},
 		Context: ContextConfig{

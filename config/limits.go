@@ -41,6 +41,9 @@ const (
 	MaxLLMRequestTimeoutSeconds = 600
 	// MaxOutputTokens bounds llm.max_output_tokens.
 	MaxOutputTokens = 32_768
+	// MaxTokenBudget bounds llm.daily_token_budget and
+	// llm.room_daily_token_budget.
+	MaxTokenBudget = 1_000_000_000_000
 	// MaxRequestCharacters bounds llm.max_request_characters.
 	MaxRequestCharacters = 1_000_000
 	// MaxResponseCharacters bounds llm.max_response_characters.

@@ -149,6 +149,8 @@ func (l LLMConfig) validate(ps *Problems) {
 		l.MaxOutputTokens >= l.ContextWindowTokens {
 		ps.add("llm.max_output_tokens", "must be less than llm.context_window_tokens (%d): the window holds the request and the answer; got %d", l.ContextWindowTokens, l.MaxOutputTokens)
 	}
+	checkRange(ps, "llm.daily_token_budget", l.DailyTokenBudget, 0, MaxTokenBudget)
+	checkRange(ps, "llm.room_daily_token_budget", l.RoomDailyTokenBudget, 0, MaxTokenBudget)
 }
 
 func (p PersonaConfig) validate(ps *Problems) {
@@ -160,6 +162,9 @@ func (p PersonaConfig) validate(ps *Problems) {
 	}
 	if msg := textProblem(p.OverloadError, MaxErrorMessageChars, true); msg != "" {
 		ps.add("persona.overload_error", "%s", msg)
+	}
+	if msg := textProblem(p.BudgetError, MaxErrorMessageChars, true); msg != "" {
+		ps.add("persona.budget_error", "%s", msg)
 	}
 	if _, err := time.LoadLocation(p.TimeZone); err != nil || p.TimeZone == "" || p.TimeZone == "Local" {
 		ps.add("persona.time_zone", "must be an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"")

@@ -132,6 +132,8 @@ func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 		return d.trailRows(args)
 	case "digests":
 		return d.digests()
+	case "usage":
+		return d.usage(args)
 	case "crash":
 		if d.crashable && len(args) == 1 && slices.Contains(d.rooms, args[0]) {
 			d.sys.Root.Send(d.sys.RoomPID(args[0]), &crashForTest{})
@@ -355,6 +357,11 @@ func (d *Daemon) health() HealthReport {
 		r.ToolQueue = st.Queued
 	}
 	r = llmHealth(r, d.met, now)
+	if d.meter != nil {
+		if u, err := d.meter.Report("", 1); err == nil && u.Exhausted() {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("the daily token budget (llm.daily_token_budget = %d) is spent: no question is answered until the day ends", u.Budget))
+		}
+	}
 	if len(r.Reasons) > 0 {
 		r.Status = "degraded"
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lisabot/lisa/adapters/roomctx"
 	"github.com/lisabot/lisa/adapters/search"
 	"github.com/lisabot/lisa/adapters/web"
+	"github.com/lisabot/lisa/budget"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -93,6 +94,9 @@ func newAnswerer(res config.Resolved, session *matrix.Client, log *slog.Logger, 
 		llmPort = measuredLLM{next: llmPort, m: met}
 		toolPort = measuredTools{next: toolPort, m: met}
 	}
+	// Outermost: a request refused for budget is neither sent nor counted
+	// as a request.
+	llmPort = budget.LLM(llmPort)
 	return invocation.NewAnswerer(invocation.AnswererConfig{
 		Context:  contextPort,
 		LLM:      llmPort,

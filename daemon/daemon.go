@@ -22,6 +22,7 @@ import (
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/adapters/status"
+	"github.com/lisabot/lisa/budget"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -50,6 +51,7 @@ type Daemon struct {
 	// from them.
 	met       *metrics.Metrics
 	crashable bool
+	meter     *budget.Meter
 	// syncAgeLimit: without a successful sync for this long, Lisa is
 	// degraded.
 	syncAgeLimit time.Duration
@@ -108,6 +110,9 @@ type Deps struct {
 	// OnEncrypted, if set, is told about an allowed room that a sync
 	// answer shows encrypted (see matrix.SyncOptions.OnEncrypted).
 	OnEncrypted func(room string)
+	// Clock, if set, is the clock token budgets read their day from (test
+	// builds move it past midnight); nil is time.Now.
+	Clock func() time.Time
 }
 
 // Start opens the store and starts the actor tree for res.
@@ -121,14 +126,22 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	if deps.Spawn != nil {
 		sys.UseSpawnMiddleware(deps.Spawn)
 	}
-	met := newMetrics(sys, store)
+	var meter *budget.Meter
+	met := newMetrics(sys, store, func() (int64, bool) {
+		if meter == nil {
+			return 0, false
+		}
+		rep, err := meter.Report("", 1)
+		return rep.Remaining(), err == nil && rep.Budget > 0
+	})
+	meter = newMeter(cfg, store, deps.Clock, met, log)
 	pool := tools.NewClient(sys.Root, sys.ToolsPID())
 	source := newSource(cfg, deps, store, clean, log)
 	d := &Daemon{crashable: deps.Crashable, store: store, source: source, sys: sys, log: log, grace: cfg.Runtime.ShutdownGrace(),
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool, met: met,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second,
 		trail:        trail.New(cfg.Runtime.TrailEvents, log),
-		names:        &roomNames{}}
+		names:        &roomNames{}, meter: meter}
 	if deps.Session != nil {
 		d.names.namer = deps.Session
 	}
@@ -138,6 +151,10 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 		Timeout: 30 * time.Second, Refresh: 20 * time.Second, ClearTimeout: typingClearTimeout,
 		Background: d.invocations, // shutdown waits for typing to be cleared
 	}, log)
+	// Token budgets are checked before the attempt (no typing, no context
+	// fetch when one is spent) and before every LLM request (budget.LLM in
+	// the answerer); the usage of each request is recorded as it arrives.
+	invoker = budget.Invoker(invoker, meter, personaReply(render.New(), cfg.Persona.BudgetError))
 	tree := sys.Tree(d.treeConfig(cfg, deps, provider, invoker, met))
 	if _, err := sys.Start(tree); err != nil {
 		_ = store.Close()
@@ -175,7 +192,7 @@ func openStore(cfg config.Config, log *slog.Logger) (_ *persistence.Badger, clea
 }
 
 // newMetrics returns the metrics, reading actors and the store.
-func newMetrics(sys *app.System, store *persistence.Badger) *metrics.Metrics {
+func newMetrics(sys *app.System, store *persistence.Badger, budgetLeft func() (int64, bool)) *metrics.Metrics {
 	return metrics.New(metrics.Sources{
 		Actors: func() []metrics.ActorStat {
 			var out []metrics.ActorStat
@@ -190,7 +207,8 @@ func newMetrics(sys *app.System, store *persistence.Badger) *metrics.Metrics {
 			}
 			return time.Time{}
 		},
-		StoreBytes: store.Size,
+		StoreBytes:      store.Size,
+		BudgetRemaining: budgetLeft,
 	})
 }
 

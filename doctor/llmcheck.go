@@ -26,6 +26,7 @@ func llmSection() Section {
 		{Name: "context", Run: checkContext, Timeout: func(e *Env) time.Duration { return 4 * e.RequestTimeout }},
 		{Name: "tools", Run: checkTools, Timeout: func(e *Env) time.Duration { return 2*e.Res.Config.LLM.RequestTimeout() + e.RequestTimeout }},
 		{Name: "structured output", Run: checkStructured, Timeout: func(e *Env) time.Duration { return e.Res.Config.LLM.RequestTimeout() + e.RequestTimeout }},
+		{Name: "budget", Run: checkBudget},
 	}}
 }
 

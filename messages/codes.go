@@ -27,6 +27,12 @@ const (
 	CodeStorage           Code = "storage"
 	CodeShutdown          Code = "shutdown"
 	CodeInternal          Code = "internal"
+	// CodeBudgetExhausted: a token budget is spent; the question gets
+	// persona.budget_error, the room's one notice of the day.
+	CodeBudgetExhausted Code = "budget_exhausted"
+	// CodeRefusedBudget: a token budget is spent and the room had its
+	// notice today; the question ends without a reply.
+	CodeRefusedBudget Code = "refused_budget"
 )
 
 // ErrStopping is the cause (context.Cause) with which Lisa cancels her own

@@ -29,4 +29,6 @@
 //	n 0x00 <room> 0x00 <event>       routed marker: be64(seq) of the entry
 //	b 0x00 <room> 0x00 <event>       Lisa's own event: ID of the event it answers
 //	x                                clean-stop mark (MarkCleanStop, TakeCleanStop)
+//	u 0x00 <day> 0x00 <room> 0x00 <id>  token usage of one LLM request (UsageRecord, JSON)
+//	v 0x00 <day> 0x00 <room>         the event that got the day's budget notice (BudgetNotice)
 package persistence

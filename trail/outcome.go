@@ -56,6 +56,10 @@ const (
 	// held until her power to post or her membership changes, or an
 	// operator runs resend (at most 24 h, 20 per room).
 	Held Outcome = "held"
+	// RefusedBudget: a token budget was spent and the room had had its
+	// budget notice that day (llm.daily_token_budget,
+	// llm.room_daily_token_budget); no reply.
+	RefusedBudget Outcome = "refused_budget"
 	// FailedPrefix starts the outcome of an invocation that ended without
 	// an answer: "failed:" and the error code of its last attempt (the
 	// persona's error message was sent instead), or of the homeserver's
@@ -66,7 +70,7 @@ const (
 // Outcomes lists every fixed outcome code, for documentation and tests.
 var Outcomes = []Outcome{Invoked, Answered, NotAddressed, OwnEvent, Edit, Notice, NotText, Malformed,
 	BeforeBaseline, ReplyTargetInvalid, ReplyTargetRejected, ReplyLookupAbandoned,
-	RefusedSenderRate, RefusedQueueFull, Redacted, Redaction, Held}
+	RefusedSenderRate, RefusedQueueFull, Redacted, Redaction, Held, RefusedBudget}
 
 // Failed returns the outcome of an invocation that failed with code.
 func Failed(code string) Outcome {

@@ -303,8 +303,11 @@ func (t *Trail) Journaled(room string, ev proto.Message, now time.Time) {
 		})
 	case *roompb.InvocationDropped:
 		t.update(room, e.GetEventId(), "", ms, func(en *Entry, _ *ring) {
-			en.addStep(Step{AtMs: ms, What: StepDropped})
+			en.addStep(Step{AtMs: ms, What: StepDropped, Code: e.GetCode()})
 			en.Outcome = Redacted
+			if e.GetCode() == string(RefusedBudget) {
+				en.Outcome = RefusedBudget
+			}
 		})
 	}
 }

@@ -167,3 +167,22 @@ func TestUnknownVerdictStaysInTheSet(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedBudgetOutcome: a question the room drops for budget reads
+// refused_budget in the trail; a redacted one that is dropped stays
+// redacted.
+func TestRefusedBudgetOutcome(t *testing.T) {
+	tr := New(10, nil)
+	now := time.UnixMilli(1_700_000_000_000)
+	for _, ev := range []string{"$budget", "$redacted"} {
+		tr.Journaled("!r:hs", &roompb.InvocationQueued{Candidate: &roompb.Candidate{RoomId: "!r:hs", EventId: ev, Sender: "@u:hs", Trigger: "mention"}}, now)
+	}
+	tr.Journaled("!r:hs", &roompb.InvocationDropped{EventId: "$budget", Code: "refused_budget"}, now)
+	tr.Journaled("!r:hs", &roompb.InvocationDropped{EventId: "$redacted"}, now)
+	for ev, want := range map[string]Outcome{"$budget": RefusedBudget, "$redacted": Redacted} {
+		en, ok := tr.Why(ev)
+		if !ok || en.Outcome != want {
+			t.Errorf("%s: %+v (found %v), want outcome %s", ev, en, ok, want)
+		}
+	}
+}

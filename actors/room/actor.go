@@ -738,6 +738,10 @@ func (r *roomActor) observe(ev proto.Message, now time.Time) {
 		r.cfg.Observer.Outcome(outcome)
 	case *roompb.ReplyAbandoned, *roompb.HeldDropped:
 		r.cfg.Observer.Outcome("abandoned")
+	case *roompb.InvocationDropped:
+		if e.GetCode() != "" {
+			r.cfg.Observer.Outcome(e.GetCode())
+		}
 	case *roompb.ReplyForbidden:
 		r.cfg.Observer.Outcome("held")
 	case *roompb.LookupDone:
@@ -808,6 +812,9 @@ func (r *roomActor) logTransition(ev proto.Message) {
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()), "code", e.GetCode())
 	case *roompb.InvocationDropped:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
+		if e.GetCode() != "" {
+			attrs = append(attrs, "code", e.GetCode())
+		}
 	case *roompb.ReactionRequested:
 		attrs = append(attrs, "event", messages.EventID(e.GetEventId()))
 	case *roompb.LookupDone:

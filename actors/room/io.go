@@ -266,6 +266,9 @@ func Describe(v any) string {
 	case *roompb.Redacted:
 		return fmt.Sprintf("Redacted %s code=%s", v.GetEventId(), v.GetCode())
 	case *roompb.InvocationDropped:
+		if v.GetCode() != "" {
+			return "InvocationDropped " + v.GetEventId() + " code=" + v.GetCode()
+		}
 		return "InvocationDropped " + v.GetEventId()
 	case *roompb.ReactionRequested:
 		return "ReactionRequested " + v.GetEventId()

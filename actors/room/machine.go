@@ -334,6 +334,12 @@ func (m *Machine) invocationDone(in InvocationDone, ms int64) Output {
 		EventId: in.EventID, Attempt: in.Attempt, Code: string(in.Err.Code),
 		Permanent: in.Err.Permanent, FailedAtMs: ms,
 	})
+	if in.Err.Code == messages.CodeRefusedBudget {
+		// A token budget is spent and the room had its notice today:
+		// the question ends without a reply (logged and counted).
+		out.event(&roompb.InvocationDropped{EventId: in.EventID, Code: string(messages.CodeRefusedBudget)})
+		return out
+	}
 	if in.Err.Permanent || in.Attempt >= m.policy.MaxAttempts {
 		out.event(m.errorReply(head, ms, isOverload(in.Err.Code)))
 		return out

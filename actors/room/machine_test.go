@@ -134,6 +134,16 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Err: &messages.Error{Code: messages.CodeLLMRejected, Permanent: true}})
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$err"})
 		},
+		"refused_budget_ends_without_reply": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Err: &messages.Error{Code: messages.CodeRefusedBudget, Permanent: true}})
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
+			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
+		},
 		"crash_after_reply_ready_reconciles": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a"))
 			d.feed(t, SlotGranted{})

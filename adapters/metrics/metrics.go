@@ -26,6 +26,9 @@ type Sources struct {
 	Actors     func() []ActorStat
 	LastSync   func() time.Time
 	StoreBytes func() int64
+	// BudgetRemaining is the deployment's token budget left today; ok is
+	// false when no budget is set.
+	BudgetRemaining func() (tokens int64, ok bool)
 }
 
 // Metrics holds Lisa's instruments.
@@ -42,6 +45,7 @@ type Metrics struct {
 	links       prometheus.Counter
 	llmFailures *prometheus.CounterVec
 	llmRefusing prometheus.Gauge
+	llmTokens   *prometheus.CounterVec
 
 	mu      sync.Mutex
 	refusal LLMRefusal
@@ -82,8 +86,10 @@ func New(src Sources) *Metrics {
 			Help: "Failed LLM request attempts by cause (unauthorized, model_not_found, context_too_long, parameter_refused, rate_limited, server_error, timeout, malformed_response, …)."}, []string{"cause"}),
 		llmRefusing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lisa_llm_refusing",
 			Help: "1 while the LLM server refuses every request until the configuration changes (since its last refusal of that kind, until a request succeeds), else 0."}),
+		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_llm_tokens_total",
+			Help: "Tokens of LLM requests by kind (prompt, completion), as the server reported them or estimated from bytes."}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing,
+	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }
@@ -111,6 +117,12 @@ func (m *Metrics) Lookup(kind, result string) { m.lookups.WithLabelValues(kind, 
 
 // LLMRequest counts one LLM request; result is "ok" or an error code.
 func (m *Metrics) LLMRequest(result string) { m.llm.WithLabelValues(result).Inc() }
+
+// LLMTokens counts the tokens of one LLM request.
+func (m *Metrics) LLMTokens(prompt, completion int64) {
+	m.llmTokens.WithLabelValues("prompt").Add(float64(prompt))
+	m.llmTokens.WithLabelValues("completion").Add(float64(completion))
+}
 
 // LLMRetry counts one LLM retry.
 func (m *Metrics) LLMRetry(code string) { m.llmRetries.WithLabelValues(code).Inc() }
@@ -210,8 +222,8 @@ func (s *Server) Close() error {
 // scrapeCollector reads mailbox lengths, restarts, sync lag and store size
 // when scraped.
 type scrapeCollector struct {
-	src                                           Sources
-	mailboxDesc, restartsDesc, lagDesc, storeDesc *prometheus.Desc
+	src                                                       Sources
+	mailboxDesc, restartsDesc, lagDesc, storeDesc, budgetDesc *prometheus.Desc
 }
 
 func newScrapeCollector(src Sources) *scrapeCollector {
@@ -221,6 +233,7 @@ func newScrapeCollector(src Sources) *scrapeCollector {
 		restartsDesc: prometheus.NewDesc("lisa_actor_restarts_total", "Restarts of an actor since Lisa started.", []string{"actor"}, nil),
 		lagDesc:      prometheus.NewDesc("lisa_sync_lag_seconds", "Seconds since the last successful /sync.", nil, nil),
 		storeDesc:    prometheus.NewDesc("lisa_store_bytes", "Size of the Badger database on disk.", nil, nil),
+		budgetDesc:   prometheus.NewDesc("lisa_llm_budget_remaining_tokens", "Tokens left today of llm.daily_token_budget (absent when no budget is set).", nil, nil),
 	}
 }
 
@@ -229,6 +242,7 @@ func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.restartsDesc
 	ch <- c.lagDesc
 	ch <- c.storeDesc
+	ch <- c.budgetDesc
 }
 
 func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -245,5 +259,10 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.StoreBytes != nil {
 		ch <- prometheus.MustNewConstMetric(c.storeDesc, prometheus.GaugeValue, float64(c.src.StoreBytes()))
+	}
+	if c.src.BudgetRemaining != nil {
+		if n, ok := c.src.BudgetRemaining(); ok {
+			ch <- prometheus.MustNewConstMetric(c.budgetDesc, prometheus.GaugeValue, float64(n))
+		}
 	}
 }

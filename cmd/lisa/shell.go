@@ -30,6 +30,7 @@ const shellHelp = `commands:
   trail [room] [n]        the last n event outcomes (default 20), of one room or all
   health                  the health summary (as lisa health)
   digests                 per room, a digest of its state (a journal replay must reproduce it)
+  usage [room] [days]     LLM tokens per room and day (default today), today's share of each budget; ~ marks estimates
   help                    this text
   quit                    leave the shell`
 
@@ -161,6 +162,8 @@ func printTable(w io.Writer, cmd string, data json.RawMessage) {
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.Room, r.Event, r.State, r.Attempts, time.Duration(r.AgeSeconds)*time.Second, orDash(r.LastCode))
 		}
+	case "usage":
+		printTokenUsage(tw, data)
 	case "why":
 		var r daemon.WhyReport
 		_ = json.Unmarshal(data, &r)

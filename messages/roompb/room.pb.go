@@ -1252,10 +1252,13 @@ func (x *InvocationRedacted) GetFindReply() bool {
 }
 
 // InvocationDropped: a redacted invocation ends without a reply of its
-// own: its reply was never sent, or a lookup found none.
+// own: its reply was never sent, or a lookup found none. With code
+// "refused_budget", a question refused because a token budget is spent
+// after its room had the day's budget notice: it ends without a reply.
 type InvocationDropped struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1293,6 +1296,13 @@ func (*InvocationDropped) Descriptor() ([]byte, []int) {
 func (x *InvocationDropped) GetEventId() string {
 	if x != nil {
 		return x.EventId
+	}
+	return ""
+}
+
+func (x *InvocationDropped) GetCode() string {
+	if x != nil {
+		return x.Code
 	}
 	return ""
 }
@@ -2049,9 +2059,10 @@ const file_room_proto_rawDesc = "" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12&\n" +
 	"\x0freply_may_exist\x18\x05 \x01(\bR\rreplyMayExist\x12\x1d\n" +
 	"\n" +
-	"find_reply\x18\x06 \x01(\bR\tfindReply\".\n" +
+	"find_reply\x18\x06 \x01(\bR\tfindReply\"B\n" +
 	"\x11InvocationDropped\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\tR\aeventId\".\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\".\n" +
 	"\x11ReactionRequested\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\">\n" +
 	"\rPendingLookup\x12\x19\n" +
