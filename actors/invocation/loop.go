@@ -33,7 +33,7 @@ type run struct {
 	// reserved is why the run is on its reserved, tool-less request
 	// (reasonMaxToolCalls or reasonMaxIterations), or "" before.
 	reserved string
-	flights map[string]*flight // calls by tool and arguments (see execute)
+	flights  map[string]*flight // calls by tool and arguments (see execute)
 }
 
 // turn is one message after the first user message; a tool message keeps
