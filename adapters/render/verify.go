@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/yuin/goldmark/ast"
+
+	"github.com/lisabot/lisa/urlkey"
 )
 
 // This file holds Lisa's rule against invented links (issue #32 item 1).
@@ -155,52 +157,5 @@ func linkKey(raw string) (string, bool) {
 			return "", false
 		}
 	}
-	host, port := strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), u.Port()
-	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		port = ""
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	var b strings.Builder
-	b.WriteString(u.Scheme + "://" + host)
-	b.WriteString(strings.TrimRight(normalizeEscapes(u.EscapedPath()), "/"))
-	if q := normalizeEscapes(u.RawQuery); q != "" {
-		b.WriteString("?" + q)
-	}
-	return b.String(), true
-}
-
-// normalizeEscapes rewrites percent escapes in the RFC 3986 normal form:
-// escaped unreserved characters decoded, other escapes in upper-case hex;
-// bytes that must be escaped (controls, space, non-ASCII) are escaped.
-func normalizeEscapes(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
-			c = unhex(s[i+1])<<4 | unhex(s[i+2])
-			i += 2
-			if unreservedByte(c) {
-				b.WriteByte(c)
-				continue
-			}
-		} else if c > ' ' && c < 0x7f {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
-
-func unreservedByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+	return urlkey.Of(u), true
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/urlkey"
 )
 
 // Known-URL rule (issue #15 item 6, exfiltration through fetch).
@@ -126,68 +127,7 @@ func urlKey(raw string, validate URLValidator) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	host, port := strings.TrimSuffix(u.Hostname(), "."), u.Port()
-	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		port = ""
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	var b strings.Builder
-	b.WriteString(u.Scheme + "://" + host)
-	b.WriteString(strings.TrimRight(normalizeEscapes(u.EscapedPath()), "/"))
-	if q := normalizeEscapes(u.RawQuery); q != "" {
-		b.WriteString("?" + q)
-	}
-	return b.String(), true
-}
-
-// normalizeEscapes rewrites percent escapes in the RFC 3986 normal form:
-// escaped unreserved characters decoded, other escapes in upper-case hex;
-// bytes that must be escaped (controls, space, non-ASCII) are escaped.
-func normalizeEscapes(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' && i+2 < len(s) && isHexDigit(s[i+1]) && isHexDigit(s[i+2]) {
-			c = unhex(s[i+1])<<4 | unhex(s[i+2])
-			i += 2
-			if unreserved(c) {
-				b.WriteByte(c)
-				continue
-			}
-		} else if c > ' ' && c < 0x7f {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&15])
-	}
-	return b.String()
-}
-
-func isHexDigit(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c >= 'a':
-		return c - 'a' + 10
-	case c >= 'A':
-		return c - 'A' + 10
-	}
-	return c - '0'
-}
-
-func unreserved(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+	return urlkey.Of(u), true
 }
 
 // extractURLs returns up to max distinct URLs found in text, in order of
