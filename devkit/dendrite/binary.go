@@ -3,15 +3,15 @@ package dendrite
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/lisabot/lisa/devkit/buildcache"
 )
 
 const (
@@ -88,7 +88,7 @@ func Built() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(root, "dendrite-"+Version, "dendrite")
-	if isExecutable(bin) != nil {
+	if buildcache.Executable(bin) != nil {
 		return "", nil
 	}
 	return bin, nil
@@ -141,7 +141,7 @@ func ensureBinaryReporting(ctx context.Context, log *slog.Logger, root string, p
 	}
 	dir := filepath.Join(root, "dendrite-"+Version)
 	bin := filepath.Join(dir, "dendrite")
-	if isExecutable(bin) == nil {
+	if buildcache.Executable(bin) == nil {
 		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -150,13 +150,13 @@ func ensureBinaryReporting(ctx context.Context, log *slog.Logger, root string, p
 	// The step covers waiting for a concurrent build, which is the same
 	// wait from the caller's point of view.
 	report("building Dendrite " + Version + " (first run only)")
-	unlock, err := lockFile(ctx, log, filepath.Join(dir, "build.lock"))
+	unlock, err := buildcache.Lock(ctx, log, filepath.Join(dir, "build.lock"), "dendrite")
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
 	// Another process may have built it while we waited for the lock.
-	if isExecutable(bin) == nil {
+	if buildcache.Executable(bin) == nil {
 		log.Info("dendrite binary built by a concurrent build", "path", bin)
 		return bin, nil
 	}
@@ -213,118 +213,26 @@ func build(ctx context.Context, log *slog.Logger, dir, bin string) error {
 	return nil
 }
 
-// writeBuildModule writes the embedded build module into dir as go.mod and
-// go.sum.
-func writeBuildModule(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("dendrite: create build module directory: %w", err)
-	}
-	for src, dst := range map[string]string{"dendrite.gomod": "go.mod", "dendrite.gosum": "go.sum"} {
-		data, err := buildModule.ReadFile(src)
-		if err != nil {
-			return fmt.Errorf("dendrite: embedded build module: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
-			return fmt.Errorf("dendrite: write build module: %w", err)
-		}
-	}
-	return nil
-}
-
-// lockFile takes an exclusive flock on path and returns the function that
-// releases it. If ctx ends while waiting, lockFile returns ctx's error and a
-// background goroutine releases the lock as soon as it is granted.
-func lockFile(ctx context.Context, log *slog.Logger, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("dendrite: open build lock: %w", err)
-	}
-	fd := int(f.Fd())
-	unlock := func() {
-		_ = syscall.Flock(fd, syscall.LOCK_UN)
-		_ = f.Close()
-	}
-	err = flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
-	if err == nil {
-		return unlock, nil
-	}
-	if !errors.Is(err, syscall.EWOULDBLOCK) {
-		_ = f.Close()
-		return nil, fmt.Errorf("dendrite: lock %s: %w", path, err)
-	}
-	log.Info("waiting for a concurrent dendrite build to finish", "lock", path)
-	began := time.Now()
-	granted := make(chan error, 1)
-	go func() { granted <- flock(fd, syscall.LOCK_EX) }()
-	select {
-	case err := <-granted:
-		if err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("dendrite: lock %s: %w", path, err)
-		}
-		log.Info("build lock acquired", "waited_ms", time.Since(began).Milliseconds())
-		return unlock, nil
-	case <-ctx.Done():
-		go func() {
-			if <-granted == nil {
-				_ = syscall.Flock(fd, syscall.LOCK_UN)
-			}
-			_ = f.Close()
-		}()
-		return nil, fmt.Errorf("dendrite: waiting for build lock: %w", ctx.Err())
-	}
-}
-
-// flock calls syscall.Flock, retrying when interrupted by a signal.
-func flock(fd, how int) error {
-	for {
-		err := syscall.Flock(fd, how)
-		if !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
-}
-
-// resolveBinary turns a user-supplied binary path into an absolute path of
-// an executable regular file. A name without a slash is looked up in PATH.
-func resolveBinary(p string) (string, error) {
-	if !strings.ContainsRune(p, filepath.Separator) {
-		found, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("dendrite binary %q: %w", p, err)
-		}
-		p = found
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", fmt.Errorf("dendrite binary %q: %w", p, err)
-	}
-	if err := isExecutable(abs); err != nil {
-		return "", fmt.Errorf("dendrite binary %q: %w", abs, err)
-	}
-	return abs, nil
-}
-
-// isExecutable reports, as an error, why path is not an executable regular
-// file; nil means it is one.
-func isExecutable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	if fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("not executable (mode %s)", fi.Mode().Perm())
-	}
-	return nil
-}
-
 // orDiscard returns log, or a logger that drops everything if log is nil.
 func orDiscard(log *slog.Logger) *slog.Logger {
 	if log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return log
+}
+
+// writeBuildModule writes the embedded build module into dir as go.mod
+// and go.sum.
+func writeBuildModule(dir string) error {
+	return buildcache.WriteModule(buildModule, map[string]string{"dendrite.gomod": "go.mod", "dendrite.gosum": "go.sum"}, dir, "dendrite")
+}
+
+// resolveBinary resolves a user-supplied Dendrite binary path to an
+// executable file (see buildcache.Resolve).
+func resolveBinary(p string) (string, error) {
+	bin, err := buildcache.Resolve(p)
+	if err != nil {
+		return "", fmt.Errorf("dendrite binary %q: %w", p, err)
+	}
+	return bin, nil
 }

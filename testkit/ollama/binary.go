@@ -5,15 +5,15 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/lisabot/lisa/devkit/buildcache"
 )
 
 const (
@@ -80,7 +80,7 @@ func EnsureBinary(ctx context.Context, log *slog.Logger) (string, error) {
 	}
 	dir := filepath.Join(root, "ollama-"+Version)
 	bin := filepath.Join(dir, "ollama")
-	if isExecutable(bin) == nil {
+	if buildcache.Executable(bin) == nil {
 		return bin, nil
 	}
 	if missing := MissingPackages(); len(missing) > 0 {
@@ -90,12 +90,12 @@ func EnsureBinary(ctx context.Context, log *slog.Logger) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("ollama: create cache directory: %w", err)
 	}
-	unlock, err := lockFile(ctx, log, filepath.Join(dir, "build.lock"))
+	unlock, err := buildcache.Lock(ctx, log, filepath.Join(dir, "build.lock"), "ollama")
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if isExecutable(bin) == nil { // built by another process meanwhile
+	if buildcache.Executable(bin) == nil { // built by another process meanwhile
 		return bin, nil
 	}
 	if err := build(ctx, log, dir, bin); err != nil {
@@ -116,7 +116,7 @@ func Built() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(root, "ollama-"+Version, "ollama")
-	if isExecutable(bin) != nil {
+	if buildcache.Executable(bin) != nil {
 		return "", nil
 	}
 	return bin, nil
@@ -230,102 +230,15 @@ func copyMiniaudio(ctx context.Context, goCmd, modDir string, env []string, incD
 // writeBuildModule writes the embedded build module into dir as go.mod
 // and go.sum.
 func writeBuildModule(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("ollama: create build module directory: %w", err)
-	}
-	for src, dst := range map[string]string{"ollama.gomod": "go.mod", "ollama.gosum": "go.sum"} {
-		data, err := buildModule.ReadFile(src)
-		if err != nil {
-			return fmt.Errorf("ollama: embedded build module: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
-			return fmt.Errorf("ollama: write build module: %w", err)
-		}
-	}
-	return nil
+	return buildcache.WriteModule(buildModule, map[string]string{"ollama.gomod": "go.mod", "ollama.gosum": "go.sum"}, dir, "ollama")
 }
 
-// lockFile takes an exclusive flock on path and returns the function that
-// releases it. If ctx ends while waiting, it returns ctx's error and a
-// goroutine releases the lock as soon as it is granted.
-func lockFile(ctx context.Context, log *slog.Logger, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("ollama: open build lock: %w", err)
-	}
-	fd := int(f.Fd())
-	unlock := func() {
-		_ = syscall.Flock(fd, syscall.LOCK_UN)
-		_ = f.Close()
-	}
-	if err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-		return unlock, nil
-	} else if !errors.Is(err, syscall.EWOULDBLOCK) {
-		_ = f.Close()
-		return nil, fmt.Errorf("ollama: lock %s: %w", path, err)
-	}
-	log.Info("waiting for a concurrent ollama build to finish", "lock", path)
-	granted := make(chan error, 1)
-	go func() { granted <- flock(fd, syscall.LOCK_EX) }()
-	select {
-	case err := <-granted:
-		if err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("ollama: lock %s: %w", path, err)
-		}
-		return unlock, nil
-	case <-ctx.Done():
-		go func() {
-			if <-granted == nil {
-				_ = syscall.Flock(fd, syscall.LOCK_UN)
-			}
-			_ = f.Close()
-		}()
-		return nil, fmt.Errorf("ollama: waiting for the build lock: %w", ctx.Err())
-	}
-}
-
-// flock calls syscall.Flock, retrying when interrupted by a signal.
-func flock(fd, how int) error {
-	for {
-		if err := syscall.Flock(fd, how); !errors.Is(err, syscall.EINTR) {
-			return err
-		}
-	}
-}
-
-// resolveBinary turns a user-supplied path into the absolute path of an
-// executable regular file; a name without a slash is looked up in PATH.
+// resolveBinary resolves the binary BinaryEnv names to an executable file
+// (see buildcache.Resolve).
 func resolveBinary(p string) (string, error) {
-	if !strings.ContainsRune(p, filepath.Separator) {
-		found, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("ollama: %s: %w", BinaryEnv, err)
-		}
-		p = found
-	}
-	abs, err := filepath.Abs(p)
+	bin, err := buildcache.Resolve(p)
 	if err != nil {
-		return "", fmt.Errorf("ollama: %s: %w", BinaryEnv, err)
+		return "", fmt.Errorf("ollama: %s=%s: %w", BinaryEnv, p, err)
 	}
-	if err := isExecutable(abs); err != nil {
-		return "", fmt.Errorf("ollama: %s=%s: %w", BinaryEnv, abs, err)
-	}
-	return abs, nil
-}
-
-// isExecutable reports, as an error, why path is not an executable
-// regular file; nil means it is one.
-func isExecutable(path string) error {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-	}
-	if fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("not executable (mode %s)", fi.Mode().Perm())
-	}
-	return nil
+	return bin, nil
 }
