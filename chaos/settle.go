@@ -110,6 +110,12 @@ func (c *campaign) settle(ctx context.Context) error {
 	if d := lateStoresBy.Add(2 * time.Minute); d.After(deadline) {
 		deadline = d
 	}
+	// Lisa cannot see a homeserver restart that happened while she was
+	// down, so a reply held for a late store stays held for the window
+	// after her start (room.ReconcileDone.TroubleAt): give it that too.
+	if d := recoverStart.Add(dendriteLateStore + 2*time.Minute); d.After(deadline) {
+		deadline = d
+	}
 	if err := c.awaitAnswers(ctx, recoverStart, deadline); err != nil {
 		return err
 	}

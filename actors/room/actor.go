@@ -509,8 +509,8 @@ func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
 		quiet, lookedAt := cfg.Flights.quietSince(room), cfg.Clock.Now()
 		id, found, err := cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
 		// Read after the lookup: a restart while it ran counts.
-		late := cfg.Flights.lateStoreFrom(room)
-		done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet, LateStoreFrom: late}
+		late, trouble := cfg.Flights.lateStoreFrom(room), cfg.Flights.lastTrouble()
+		done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet, LateStoreFrom: late, TroubleAt: trouble}
 		var code messages.Code
 		if err != nil {
 			cfg.Flights.lookupFailed(room)

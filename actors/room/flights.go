@@ -130,6 +130,18 @@ func (f *Flights) lateFromLocked(room string) time.Time {
 	return time.Time{}
 }
 
+// lastTrouble returns the last moment the homeserver may have restarted
+// (see ReconcileDone.TroubleAt): now while the /sync is failing, else
+// when it last recovered (its first success in this process included).
+func (f *Flights) lastTrouble() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.linkDown {
+		return f.now()
+	}
+	return f.troubleAt
+}
+
 // wait blocks until room has no send in flight or ctx ends.
 func (f *Flights) wait(ctx context.Context, room string) error {
 	f.mu.Lock()

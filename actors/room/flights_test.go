@@ -128,3 +128,33 @@ func TestFlightsWaitReactions(t *testing.T) {
 		t.Fatalf("tracker holds %d rooms, want only the one with a reaction in flight", n)
 	}
 }
+
+// TestFlightsLastTrouble: the homeserver may have restarted at the
+// process's start until a /sync succeeds, then when a failing /sync
+// recovers; while the /sync fails, now.
+func TestFlightsLastTrouble(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	now := start
+	f := NewFlights(func() time.Time { return now })
+	now = now.Add(time.Second)
+	if got := f.lastTrouble(); !got.Equal(now) {
+		t.Fatalf("before the first /sync: %s, want now", got.Sub(start))
+	}
+	now = now.Add(time.Second)
+	f.SyncOutcome(true) // first success: 2 s
+	now = now.Add(time.Minute)
+	f.SyncOutcome(true)
+	if got := f.lastTrouble(); !got.Equal(start.Add(2 * time.Second)) {
+		t.Fatalf("after the first /sync: %s, want 2s", got.Sub(start))
+	}
+	f.SyncOutcome(false) // the homeserver goes away at 62 s
+	now = now.Add(10 * time.Second)
+	if got := f.lastTrouble(); !got.Equal(now) {
+		t.Fatalf("while /sync fails: %s, want now", got.Sub(start))
+	}
+	f.SyncOutcome(true) // back at 72 s
+	now = now.Add(time.Minute)
+	if got := f.lastTrouble(); !got.Equal(start.Add(72 * time.Second)) {
+		t.Fatalf("after recovery: %s, want 72s", got.Sub(start))
+	}
+}

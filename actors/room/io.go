@@ -74,6 +74,15 @@ type ReconcileDone struct {
 	// send may then be stored up to Policy.LateStoreWindow after it
 	// ended, which LateStoreFrom is. Zero otherwise.
 	LateStoreFrom time.Time
+	// TroubleAt is the last moment the homeserver may have restarted, as
+	// far as this process knows: when its /sync last recovered (the
+	// process's first successful /sync counts: the homeserver may have
+	// restarted while Lisa was down), or the lookup's end while the
+	// /sync is failing. A homeserver that restarts redelivers a send it
+	// had queued up to Policy.LateStoreWindow after it came back, and
+	// every restart during that wait starts it again; so a reply held for
+	// a late store stays held until LateStoreWindow after TroubleAt.
+	TroubleAt time.Time
 }
 
 // ResendDue: the delay before the next send or lookup has passed.

@@ -665,10 +665,19 @@ func (m *Machine) errorReply(head *Invocation, ms int64, overload bool) *roompb.
 // missCountsFrom is the earliest moment a lookup that misses the head's
 // reply proves it was never stored: SettleDelay after the room went quiet,
 // and not before the reply's hold ends. It extends the hold first if in
-// says the homeserver may have restarted since the last send.
+// says the homeserver may have restarted since the last send, or, for a
+// reply already held, since the hold began (in.TroubleAt).
 func (m *Machine) missCountsFrom(out *Output, head *Invocation, in ReconcileDone) time.Time {
 	at := in.QuietSince.Add(m.policy.SettleDelay)
-	if h := m.holdUntil(out, head, in.LateStoreFrom); h.After(at) {
+	lateFrom := in.LateStoreFrom
+	// A reply held for a late store stays in doubt while the homeserver
+	// keeps restarting: each restart starts its redelivery wait again,
+	// also a restart while this process was down (its first /sync) or
+	// after a send of an earlier process.
+	if head.HeldUntilMs > 0 && in.TroubleAt.After(lateFrom) {
+		lateFrom = in.TroubleAt
+	}
+	if h := m.holdUntil(out, head, lateFrom); h.After(at) {
 		at = h
 	}
 	return at

@@ -536,6 +536,18 @@ func TestMissCountsFrom(t *testing.T) {
 			ReconcileDone{QuietSince: base, LateStoreFrom: base}, base.Add(10 * time.Minute), false},
 		{"holds disabled", testPolicy(), time.Time{},
 			ReconcileDone{QuietSince: base, LateStoreFrom: base}, base.Add(5 * time.Second), false},
+		// Seen in the CI chaos campaign (seed 20261202): a send cut short
+		// by a homeserver restart was held 5 min 30 s from its end, Lisa
+		// was killed and the homeserver restarted again meanwhile, and
+		// the late store came after the hold: a second reply.
+		{"a held reply stays held after a later homeserver restart", p, base.Add(5 * time.Minute),
+			ReconcileDone{QuietSince: base, TroubleAt: base.Add(2 * time.Minute)}, base.Add(7 * time.Minute), true},
+		{"a held reply after a restart of its process (first /sync)", p, base.Add(5 * time.Minute),
+			ReconcileDone{QuietSince: base.Add(3 * time.Minute), TroubleAt: base.Add(3 * time.Minute)}, base.Add(8 * time.Minute), true},
+		{"trouble before the hold's send does not extend it", p, base.Add(5 * time.Minute),
+			ReconcileDone{QuietSince: base, TroubleAt: base.Add(-time.Minute)}, base.Add(5 * time.Minute), false},
+		{"a reply never held is not held for trouble alone", p, time.Time{},
+			ReconcileDone{QuietSince: base, TroubleAt: base.Add(time.Minute)}, base.Add(5 * time.Second), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
