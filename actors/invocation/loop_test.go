@@ -27,6 +27,31 @@ type runCase struct {
 	check    func(t *testing.T, reqs []messages.ChatRequest, tools []*fakeTool)
 }
 
+// run runs the case's conversation through Run against the scripted
+// model and checks the answer, the number of requests and c.check.
+func (c runCase) run(t *testing.T) {
+	var tools []*fakeTool
+	if c.tools != nil {
+		tools = c.tools()
+	}
+	llm := newFakeLLM(c.steps...)
+	got, err := Run(context.Background(), llm, asTools(tools), Prompt{Persona: "Be brief.", ContextBlock: c.context}, c.limits)
+	if err != nil {
+		t.Fatalf("Run error: %v", err)
+	}
+	got.ToolURLs = nil // the links' check: TestAnswererChecksLinks
+	if !reflect.DeepEqual(got, c.want) {
+		t.Errorf("Run = %+v, want %+v", got, c.want)
+	}
+	reqs := llm.requests()
+	if len(reqs) != c.wantReqs {
+		t.Fatalf("%d LLM requests, want %d", len(reqs), c.wantReqs)
+	}
+	if c.check != nil {
+		c.check(t, reqs, tools)
+	}
+}
+
 func searchAndFetch() []*fakeTool {
 	return []*fakeTool{
 		okTool("web_search", "search hits", "https://a.example/x", "https://b.example"),
@@ -494,28 +519,7 @@ func TestRun(t *testing.T) {
 		},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var tools []*fakeTool
-			if c.tools != nil {
-				tools = c.tools()
-			}
-			llm := newFakeLLM(c.steps...)
-			got, err := Run(context.Background(), llm, asTools(tools), Prompt{Persona: "Be brief.", ContextBlock: c.context}, c.limits)
-			if err != nil {
-				t.Fatalf("Run error: %v", err)
-			}
-			got.ToolURLs = nil // the links' check: TestAnswererChecksLinks
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Run = %+v, want %+v", got, c.want)
-			}
-			reqs := llm.requests()
-			if len(reqs) != c.wantReqs {
-				t.Errorf("%d LLM requests, want %d", len(reqs), c.wantReqs)
-			}
-			if c.check != nil && len(reqs) >= c.wantReqs {
-				c.check(t, reqs, tools)
-			}
-		})
+		t.Run(c.name, c.run)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -170,28 +169,7 @@ func TestFinalAnswersFromRealModels(t *testing.T) {
 		},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var tools []*fakeTool
-			if c.tools != nil {
-				tools = c.tools()
-			}
-			llm := newFakeLLM(c.steps...)
-			got, err := Run(context.Background(), llm, asTools(tools), Prompt{Persona: "Be brief.", ContextBlock: c.context}, c.limits)
-			if err != nil {
-				t.Fatalf("Run error: %v", err)
-			}
-			got.ToolURLs = nil // the links' check: TestAnswererChecksLinks
-			if !reflect.DeepEqual(got, c.want) {
-				t.Errorf("Run = %+v, want %+v", got, c.want)
-			}
-			reqs := llm.requests()
-			if len(reqs) != c.wantReqs {
-				t.Fatalf("%d LLM requests, want %d", len(reqs), c.wantReqs)
-			}
-			if c.check != nil {
-				c.check(t, reqs, tools)
-			}
-		})
+		t.Run(c.name, c.run)
 	}
 }
 
