@@ -360,6 +360,9 @@ func (d *Daemon) closeServers() {
 	if d.status != nil {
 		_ = d.status.Close()
 	}
+	if d.names != nil {
+		d.names.close()
+	}
 }
 
 // stop shuts down in order within the grace period: no new intake, no new

@@ -41,6 +41,12 @@ type roomNames struct {
 	mu    sync.Mutex
 	names map[string]roomName
 	busy  bool
+	// closed is set by close: no reading starts after it; reading holds
+	// the reader that runs, and cancel ends its request.
+	closed  bool
+	reading sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 type roomName struct {
@@ -64,22 +70,41 @@ func (n *roomNames) get(rooms []string, now time.Time) map[string]string {
 			stale = append(stale, r)
 		}
 	}
-	if len(stale) > 0 && !n.busy && n.namer != nil {
+	if len(stale) > 0 && !n.busy && !n.closed && n.namer != nil {
 		n.busy = true
-		go n.read(stale)
+		if n.ctx == nil {
+			n.ctx, n.cancel = context.WithCancel(context.Background())
+		}
+		n.reading.Add(1)
+		go n.read(n.ctx, stale)
 	}
 	return out
 }
 
-// read reads the names of rooms, one at a time.
-func (n *roomNames) read(rooms []string) {
+// close stops the reader, if one runs, and waits for it.
+func (n *roomNames) close() {
+	n.mu.Lock()
+	n.closed = true
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.mu.Unlock()
+	n.reading.Wait()
+}
+
+// read reads the names of rooms, one at a time, until parent ends.
+func (n *roomNames) read(parent context.Context, rooms []string) {
+	defer n.reading.Done()
 	defer func() {
 		n.mu.Lock()
 		n.busy = false
 		n.mu.Unlock()
 	}()
 	for _, r := range rooms {
-		ctx, cancel := context.WithTimeout(context.Background(), roomNameTimeout)
+		if parent.Err() != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(parent, roomNameTimeout)
 		name, err := n.namer.RoomName(ctx, r)
 		cancel()
 		n.mu.Lock()
