@@ -81,6 +81,12 @@ func TestWhyReportsEveryOutcome(t *testing.T) {
 		if strings.Contains(demo.InvocationText(r.LastUser()), "FAILME") {
 			return llmfake.Error(400, "the model refuses this one")
 		}
+		if strings.Contains(demo.InvocationText(r.LastUser()), "never mind") {
+			// The model never answers the question that is redacted, so
+			// only the redaction can end it, whether it reaches Lisa
+			// before or during the invocation; an answer would race it.
+			return llmfake.Hang()
+		}
 		return llmfake.Answer("answer: " + demo.InvocationText(r.LastUser()))
 	})))
 	room := e.allowed[0]
