@@ -510,7 +510,8 @@ func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
 		id, found, err := cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
 		// Read after the lookup: a restart while it ran counts.
 		late, trouble := cfg.Flights.lateStoreFrom(room), cfg.Flights.lastTrouble()
-		done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet, LateStoreFrom: late, TroubleAt: trouble}
+		done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet,
+			LateStoreFrom: late, TroubleAt: trouble, NoSendHere: !cfg.Flights.sentHere(room)}
 		var code messages.Code
 		if err != nil {
 			cfg.Flights.lookupFailed(room)

@@ -130,6 +130,14 @@ func (f *Flights) lateFromLocked(room string) time.Time {
 	return time.Time{}
 }
 
+// sentHere reports whether this process began a send in room.
+func (f *Flights) sentHere(room string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.sends[room]
+	return ok
+}
+
 // lastTrouble returns the last moment the homeserver may have restarted
 // (see ReconcileDone.TroubleAt): now while the /sync is failing, else
 // when it last recovered (its first success in this process included).

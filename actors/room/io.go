@@ -83,6 +83,12 @@ type ReconcileDone struct {
 	// every restart during that wait starts it again; so a reply held for
 	// a late store stays held until LateStoreWindow after TroubleAt.
 	TroubleAt time.Time
+	// NoSendHere is set when this process has not sent in this room yet:
+	// a ready reply in doubt was then in the hands of an earlier process,
+	// which may have died with its send on the way, and the homeserver
+	// may have restarted while Lisa was down, unseen. A miss of such a
+	// reply counts only LateStoreWindow after TroubleAt.
+	NoSendHere bool
 }
 
 // ResendDue: the delay before the next send or lookup has passed.

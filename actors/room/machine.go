@@ -677,6 +677,18 @@ func (m *Machine) missCountsFrom(out *Output, head *Invocation, in ReconcileDone
 	if head.HeldUntilMs > 0 && in.TroubleAt.After(lateFrom) {
 		lateFrom = in.TroubleAt
 	}
+	// A ready reply that no send of this process has tried may have been
+	// on its way when an earlier process died, and the homeserver may
+	// have restarted unseen since, with it queued: held as well. (A reply
+	// not ready in the journal was at most sent early, in the instant
+	// before ReplyReady was written; that is not held, or every crash
+	// during a model call would delay the answer by the window. Nor is a
+	// released reply the homeserver had refused, which an operator
+	// waits for: only a send since its release, cut by a crash and a
+	// homeserver restart together, could be stored late.)
+	if head.Ready && !head.Recheck && in.NoSendHere && in.TroubleAt.After(lateFrom) {
+		lateFrom = in.TroubleAt
+	}
 	if h := m.holdUntil(out, head, lateFrom); h.After(at) {
 		at = h
 	}

@@ -548,6 +548,15 @@ func TestMissCountsFrom(t *testing.T) {
 			ReconcileDone{QuietSince: base, TroubleAt: base.Add(-time.Minute)}, base.Add(5 * time.Minute), false},
 		{"a reply never held is not held for trouble alone", p, time.Time{},
 			ReconcileDone{QuietSince: base, TroubleAt: base.Add(time.Minute)}, base.Add(5 * time.Second), false},
+		// Seen in the CI chaos campaign again (seed 20261202, stop 35):
+		// a ready reply whose send an earlier process may have had on
+		// its way when it was killed, the homeserver restarting unseen
+		// meanwhile, was sent again after a miss; the first send was
+		// stored later.
+		{"a ready reply of an earlier process is held from the first /sync", p, time.Time{},
+			ReconcileDone{QuietSince: base, TroubleAt: base.Add(time.Second), NoSendHere: true}, base.Add(5*time.Minute + time.Second), true},
+		{"a ready reply this process sent is held only after trouble", p, time.Time{},
+			ReconcileDone{QuietSince: base, TroubleAt: base.Add(time.Second)}, base.Add(5 * time.Second), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -564,5 +573,37 @@ func TestMissCountsFrom(t *testing.T) {
 				t.Fatalf("events %v, want a hold: %v", out.Events, tc.wantHeld)
 			}
 		})
+	}
+	// An earlier process's reply that was not ready (at most sent in the
+	// instant before ReplyReady was written) or that an operator released
+	// after the homeserver refused it: only the settle delay.
+	for name, head := range map[string]*Invocation{
+		"attempt started, no reply ready": {Candidate: &roompb.Candidate{EventId: "$a"}, Attempts: 1},
+		"released after a refusal":        {Candidate: &roompb.Candidate{EventId: "$a"}, Ready: true, Recheck: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out Output
+			in := ReconcileDone{QuietSince: base, TroubleAt: base.Add(time.Second), NoSendHere: true}
+			if got, want := NewMachine(p).missCountsFrom(&out, head, in), base.Add(5*time.Second); !got.Equal(want) || len(out.Events) != 0 {
+				t.Fatalf("missCountsFrom = %s with events %v, want %s and no hold", got.Sub(base), out.Events, want.Sub(base))
+			}
+		})
+	}
+}
+
+// TestFlightsSentHere: a room has a send of this process once one began,
+// and never before.
+func TestFlightsSentHere(t *testing.T) {
+	f := NewFlights(time.Now)
+	if f.sentHere("!r") {
+		t.Fatal("a new process has sent in !r")
+	}
+	end := f.begin("!r")
+	if !f.sentHere("!r") || f.sentHere("!other") {
+		t.Fatal("a send in flight is not this process's, or counts for another room")
+	}
+	end(false)
+	if !f.sentHere("!r") {
+		t.Fatal("an ended send is forgotten")
 	}
 }
