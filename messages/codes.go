@@ -51,6 +51,11 @@ type Error struct {
 	// Ambiguous failures may have taken effect anyway (a send whose
 	// response was lost).
 	Ambiguous bool
+	// Unreachable failures are the server not taking or dropping the
+	// connection (refused, reset, closed early) or a gateway in front of
+	// it saying it is down (502, 503, 504): the server may be
+	// restarting.
+	Unreachable bool
 	// RetryAfter is the server's requested delay, if it named one.
 	RetryAfter time.Duration
 	// Err is the cause.

@@ -453,6 +453,9 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 		if err != nil {
 			le := asError(err)
 			done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
+			if le.Unreachable {
+				cfg.Flights.trouble() // before the flight ends: it counts for this send
+			}
 			cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
 				"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)
 		}
@@ -508,14 +511,19 @@ func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
 		}
 		quiet, lookedAt := cfg.Flights.quietSince(room), cfg.Clock.Now()
 		id, found, err := cfg.Sender.FindReply(lookupCtx, room, e.EventID, e.TxnID)
+		var le *messages.Error
+		if err != nil {
+			cfg.Flights.lookupFailed(room)
+			if le = asError(err); le.Unreachable {
+				cfg.Flights.trouble()
+			}
+		}
 		// Read after the lookup: a restart while it ran counts.
 		late, trouble := cfg.Flights.lateStoreFrom(room), cfg.Flights.lastTrouble()
 		done := ReconcileDone{EventID: e.EventID, Found: found, ReplyEventID: id, LookedAt: lookedAt, QuietSince: quiet,
 			LateStoreFrom: late, TroubleAt: trouble, NoSendHere: !cfg.Flights.sentHere(room)}
 		var code messages.Code
-		if err != nil {
-			cfg.Flights.lookupFailed(room)
-			le := asError(err)
+		if le != nil {
 			done.Err, done.RetryAfter = le, le.RetryAfter
 			code = le.Code
 		}

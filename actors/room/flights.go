@@ -23,9 +23,10 @@ type Flights struct {
 	sends map[string]span      // room -> its last send in this process
 	// linkDown is set from the process's start, and from a failed /sync,
 	// until a /sync succeeds; troubleAt is when the link last recovered
-	// or failed. A /sync request is always outstanding, so a homeserver
-	// restart fails one: while no /sync failed since a moment, the
-	// homeserver has not restarted since.
+	// or failed, or a request found the homeserver unreachable (trouble).
+	// A homeserver restart fails the /sync outstanding or a send or
+	// lookup it cuts short: while there was no trouble since a moment,
+	// the homeserver has not restarted since.
 	linkDown  bool
 	troubleAt time.Time
 	// reactions holds, per room, its wait reactions in flight (only
@@ -61,6 +62,17 @@ func (f *Flights) SyncOutcome(ok bool) {
 	if !ok || f.linkDown {
 		f.linkDown, f.troubleAt = !ok, f.now()
 	}
+}
+
+// trouble records a sign, other than a failed /sync, that the homeserver
+// may have restarted just now: a request of Lisa's it refused to take or
+// cut short (messages.Error.Unreachable). A /sync is not always
+// outstanding — between two, while a batch is committed, a restart can
+// pass unseen by it — but the send or lookup it cut saw it.
+func (f *Flights) trouble() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.troubleAt = f.now()
 }
 
 // begin records a send in room; the returned function ends it and

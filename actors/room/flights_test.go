@@ -92,6 +92,32 @@ func TestFlightsLateStoreFrom(t *testing.T) {
 	}
 }
 
+// TestFlightsTroubleFromARequest: a restart can pass between two /sync
+// requests unseen by them; a send it cut short saw it, and so does every
+// later lookup of that room.
+func TestFlightsTroubleFromARequest(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	tick := func(d time.Duration) { now = now.Add(d) }
+	f := NewFlights(func() time.Time { return now })
+	f.SyncOutcome(true)
+	tick(time.Second)
+	end := f.begin("!a:hs")
+	tick(time.Second)
+	f.trouble() // the send found the homeserver unreachable
+	if got := end(true); !got.Equal(now) {
+		t.Fatalf("a send cut short with the /sync up: late store from %v, want its end %v", got, now)
+	}
+	ended := now
+	tick(time.Second)
+	f.SyncOutcome(true) // the next /sync succeeds: the trouble stays
+	if got := f.lateStoreFrom("!a:hs"); !got.Equal(ended) {
+		t.Fatalf("lookup after the /sync went on: %v, want the send's end %v", got, ended)
+	}
+	if got := f.lastTrouble(); !got.Equal(ended) {
+		t.Fatalf("last trouble %v, want %v", got, ended)
+	}
+}
+
 // TestFlightsWaitReactions: a lookup waits until every wait reaction of
 // its room in flight has ended (another room's do not count), and the
 // tracker forgets a room once none is.

@@ -40,7 +40,13 @@ func TestClassifyHomeserverAnswers(t *testing.T) {
 		{"forbidden", 403, `{"errcode":"M_FORBIDDEN"}`, false, messages.CodeMatrixForbidden, true, false, 0},
 		{"bad request", 400, `{"errcode":"M_BAD_JSON"}`, false, messages.CodeMatrixRejected, true, false, 0},
 		{"connection dropped", 0, ``, true, messages.CodeMatrixUnavailable, false, true, 0},
+		{"internal error", 500, `{"errcode":"M_UNKNOWN"}`, false, messages.CodeMatrixUnavailable, false, true, 0},
+		{"bad gateway", 502, `<html>nginx</html>`, false, messages.CodeMatrixUnavailable, false, true, 0},
 	}
+	// The homeserver may be restarting: it dropped the connection, or a
+	// gateway in front of it says it is down (the room then treats it
+	// like a failed /sync, see room.Flights).
+	unreachable := map[string]bool{"server error": true, "connection dropped": true, "bad gateway": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +77,9 @@ func TestClassifyHomeserverAnswers(t *testing.T) {
 			}
 			if le.Code != c.code || le.Permanent != c.permanent || le.Ambiguous != c.ambiguous || le.RetryAfter != c.retry {
 				t.Fatalf("classified as %+v, want code %s permanent %v ambiguous %v retry %v", le, c.code, c.permanent, c.ambiguous, c.retry)
+			}
+			if le.Unreachable != unreachable[c.name] {
+				t.Fatalf("unreachable = %v, want %v", le.Unreachable, unreachable[c.name])
 			}
 		})
 	}

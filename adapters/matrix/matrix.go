@@ -298,6 +298,10 @@ func Classify(err error) *messages.Error {
 			return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: fmt.Sprintf("unreadable homeserver response (%d)", status), Ambiguous: true}
 		case status == http.StatusTooManyRequests:
 			return &messages.Error{Code: messages.CodeMatrixRateLimit, Message: "rate limited by homeserver", RetryAfter: retry}
+		case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+			// A reverse proxy's answer while the homeserver behind it
+			// is down, perhaps restarting.
+			return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: fmt.Sprintf("homeserver error %d", status), Ambiguous: true, Unreachable: true}
 		case status >= 500:
 			return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: fmt.Sprintf("homeserver error %d", status), Ambiguous: true}
 		case status == http.StatusUnauthorized:
@@ -314,8 +318,9 @@ func Classify(err error) *messages.Error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return &messages.Error{Code: messages.CodeShutdown, Message: "request cancelled", Ambiguous: true}
 	}
-	// Network failure: the request may or may not have reached the server.
-	return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "homeserver unreachable", Ambiguous: true}
+	// Network failure: the request may or may not have reached the
+	// server, which may be restarting.
+	return &messages.Error{Code: messages.CodeMatrixUnavailable, Message: "homeserver unreachable", Ambiguous: true, Unreachable: true}
 }
 
 // SetTyping turns Lisa's typing notification in room on (for timeout) or
