@@ -30,14 +30,35 @@ type reply struct {
 	redacted bool
 }
 
-// replies reads every message Lisa sent in room from the homeserver.
+// replies reads every message Lisa sent in room from the homeserver. The
+// history is read twice, in pages of 100 and of 61, and the events of both
+// reads are counted once each: Dendrite's backward pagination never
+// returns the events that share their depth with a page's last event but
+// were not on that page (see adapters/matrix scanPageSizes), and a read
+// in pages of 100 once missed one of Lisa's replies here — a loss that
+// was not one. Pages of two sizes rarely end at the same depth.
 func (c *campaign) replies(ctx context.Context, room id.RoomID) ([]reply, error) {
-	var out []reply
-	from := ""
-	for range 1000 {
-		resp, err := c.human.Messages(ctx, room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
-		if err != nil {
+	byID := map[id.EventID]reply{}
+	for _, size := range []int{100, 61} {
+		if err := c.readReplies(ctx, room, size, byID); err != nil {
 			return nil, err
+		}
+	}
+	out := make([]reply, 0, len(byID))
+	for _, r := range byID {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// readReplies reads room's history backwards in pages of size and records
+// Lisa's messages in byID.
+func (c *campaign) readReplies(ctx context.Context, room id.RoomID, size int, byID map[id.EventID]reply) error {
+	from := ""
+	for range 1000 * 100 / size {
+		resp, err := c.human.Messages(ctx, room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, size)
+		if err != nil {
+			return err
 		}
 		for _, evt := range resp.Chunk {
 			if string(evt.Sender) != c.bot.UserID {
@@ -52,18 +73,18 @@ func (c *campaign) replies(ctx context.Context, room id.RoomID) ([]reply, error)
 				} `json:"m.relates_to"`
 			}
 			if evt.Unsigned.RedactedBecause != nil {
-				out = append(out, reply{redacted: true})
+				byID[evt.ID] = reply{redacted: true}
 				continue
 			}
 			_ = json.Unmarshal(evt.Content.VeryRaw, &content)
-			out = append(out, reply{to: content.Rel.IRT.EventID, error: strings.HasSuffix(content.Body, genericError)})
+			byID[evt.ID] = reply{to: content.Rel.IRT.EventID, error: strings.HasSuffix(content.Body, genericError)}
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
-			return out, nil
+			return nil
 		}
 		from = resp.End
 	}
-	return nil, fmt.Errorf("room %s: history too long to count", room)
+	return fmt.Errorf("room %s: history too long to count", room)
 }
 
 // replyCounts counts Lisa's replies per invoking event in every room the

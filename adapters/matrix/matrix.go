@@ -168,48 +168,76 @@ func (c *Client) FindReactions(ctx context.Context, room, eventID, key string) (
 	return found, nil
 }
 
+// scanPageSizes are the page sizes of scanOwn's passes. Dendrite ends a
+// backward page of /messages with a token one depth below the page's last
+// event (v0.13.8: syncapi/routing/messages.go retrieveEvents calls
+// end.Decrement(), and types.TopologyToken.Decrement lowers the depth),
+// so the events of that depth the page did not reach are never returned.
+// In a busy room a member and Lisa post at once and their events share a
+// depth; a page that ends between them hides her reply. The chaos
+// campaign met it (6 December): with pages of 100 one of her 413 events
+// in a room was never returned, and with 61 or 97 none was missed. A
+// second pass with pages of 61 ends its pages elsewhere; it runs only when
+// the first read more than one page and found no match.
+var scanPageSizes = [...]int{100, 61}
+
 // scanOwn reads Lisa's own events of type typ in room backwards from the
-// newest, at most findPages pages of 100, until match reports true or the
-// scan is past the question they would relate to: nothing of hers older
-// than the question can relate to it. The question's origin_server_ts is
-// read (GET /event; a redacted question keeps it) only when a second page
-// would be needed, and the scan ends after the first page that holds an
-// event of hers older than it by more than c.skew. No question (""), or
-// one whose timestamp cannot be read (unknown to the homeserver, not
-// visible to Lisa), leaves findPages as the only bound.
+// newest, until match reports true or the scan is past the question they
+// would relate to: nothing of hers older than the question can relate to
+// it. It reads at most findPages pages of 100, and when that finds no
+// match, the same span again in pages of another size (see
+// scanPageSizes); match sees each event once. The question's
+// origin_server_ts is read (GET /event; a redacted question keeps it)
+// only when a second page would be needed, and a pass ends after the first
+// page that holds an event of hers older than it by more than c.skew. No
+// question (""), or one whose timestamp cannot be read (unknown to the
+// homeserver, not visible to Lisa), leaves the page count as the only
+// bound.
 func (c *Client) scanOwn(ctx context.Context, room, question string, typ event.Type, match func(*event.Event) bool) error {
 	filter := &mautrix.FilterPart{Types: []event.Type{typ}, Senders: []id.UserID{c.cli.UserID}}
-	from := ""
+	seen := map[id.EventID]bool{}
 	cutoff, known := int64(0), false
-	for range findPages {
-		var resp *mautrix.RespMessages
-		err := c.retry(ctx, func() (err error) {
-			resp, err = c.cli.Messages(ctx, id.RoomID(room), from, "", mautrix.DirectionBackward, filter, 100)
-			return err
-		})
-		if err != nil {
-			return Classify(err)
-		}
-		var own []*event.Event
-		for _, evt := range resp.Chunk {
-			if evt == nil || evt.Sender != c.cli.UserID || evt.Type.Type != typ.Type {
-				continue
+	for _, size := range scanPageSizes {
+		from, crossed := "", false
+		for range findPages * 100 / size {
+			var resp *mautrix.RespMessages
+			err := c.retry(ctx, func() (err error) {
+				resp, err = c.cli.Messages(ctx, id.RoomID(room), from, "", mautrix.DirectionBackward, filter, size)
+				return err
+			})
+			if err != nil {
+				return Classify(err)
 			}
-			if match(evt) {
-				return nil
+			var own []*event.Event
+			for _, evt := range resp.Chunk {
+				if evt == nil || evt.Sender != c.cli.UserID || evt.Type.Type != typ.Type {
+					continue
+				}
+				own = append(own, evt)
+				if seen[evt.ID] {
+					continue
+				}
+				seen[evt.ID] = true
+				if match(evt) {
+					return nil
+				}
 			}
-			own = append(own, evt)
+			if resp.End == "" || len(resp.Chunk) == 0 {
+				break
+			}
+			if !known {
+				cutoff, known = c.cutoff(ctx, room, question), true
+			}
+			if slices.ContainsFunc(own, func(evt *event.Event) bool { return evt.Timestamp < cutoff }) {
+				break // past the question: older pages are older still
+			}
+			from, crossed = resp.End, true
 		}
-		if resp.End == "" || len(resp.Chunk) == 0 {
+		if !crossed {
+			// One page, no boundary: nothing was hidden, and a
+			// correct token would not have led further either.
 			return nil
 		}
-		if !known {
-			cutoff, known = c.cutoff(ctx, room, question), true
-		}
-		if slices.ContainsFunc(own, func(evt *event.Event) bool { return evt.Timestamp < cutoff }) {
-			return nil // past the question: older pages are older still
-		}
-		from = resp.End
 	}
 	return nil
 }

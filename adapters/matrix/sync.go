@@ -680,37 +680,116 @@ func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, ro
 
 // backfill pages backwards from prevBatch (the newest event if empty) until it meets anchor or runs
 // out of pages. It returns the recovered events oldest first and whether
-// the gap was closed.
+// the gap was closed. When the read took more than one page it reads the
+// gap again in pages of another size and merges the two: Dendrite's next
+// page skips the events that share their depth with a page's last event
+// but were not on it (see scanPageSizes), and a skipped event in a gap
+// would be a lost mention.
 func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor string) ([]*event.Event, bool, error) {
-	var out []*event.Event
+	out, closed, crossed, err := s.backfillPass(ctx, room, prevBatch, anchor, s.opts.TimelineLimit)
+	if err != nil || !crossed {
+		if err == nil && !closed {
+			s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
+		}
+		return out, closed, err
+	}
+	again, closed2, _, err := s.backfillPass(ctx, room, prevBatch, anchor, secondPageSize(s.opts.TimelineLimit))
+	if err != nil {
+		return nil, false, err
+	}
+	if !closed && !closed2 {
+		s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
+	}
+	return mergeOrdered(out, again), closed || closed2, nil
+}
+
+// secondPageSize is the page size of a second read of the same history:
+// about 3/5 of the first, never equal to it, so that pages rarely end at
+// the same depth.
+func secondPageSize(size int) int {
+	if size <= 2 {
+		return size + 1
+	}
+	return size*3/5 + 1
+}
+
+// backfillPass is one backward read of a gap in pages of size; crossed
+// reports that it went past its first page.
+func (s *Source) backfillPass(ctx context.Context, room id.RoomID, prevBatch, anchor string, size int) (out []*event.Event, closed, crossed bool, err error) {
 	from := prevBatch
-	for range s.opts.GapPageLimit {
+	for page := range s.opts.GapPageLimit {
+		crossed = page > 0
 		var resp *mautrix.RespMessages
 		err := s.read(ctx, func() (err error) {
 			resp, err = s.c.cli.Messages(ctx, room, from, "", mautrix.DirectionBackward,
-				&mautrix.FilterPart{Types: timelineTypes}, s.opts.TimelineLimit)
+				&mautrix.FilterPart{Types: timelineTypes}, size)
 			return err
 		})
 		if err != nil {
-			return nil, false, err
+			return nil, false, crossed, err
 		}
 		for _, evt := range resp.Chunk {
 			if anchor != "" && string(evt.ID) == anchor {
 				slices.Reverse(out)
-				return out, true, nil
+				return out, true, crossed, nil
 			}
 			out = append(out, evt)
 		}
 		if resp.End == "" || len(resp.Chunk) == 0 {
 			// The start of the room: nothing is missing.
 			slices.Reverse(out)
-			return out, true, nil
+			return out, true, crossed, nil
 		}
 		from = resp.End
 	}
-	s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
 	slices.Reverse(out)
-	return out, false, nil
+	return out, false, true, nil
+}
+
+// mergeOrdered merges two reads of the same history, each oldest first
+// and each perhaps missing events the other has, into one list without
+// repeats: the events both hold keep their common order, and an event
+// only one holds goes where that read has it.
+func mergeOrdered(a, b []*event.Event) []*event.Event {
+	inA, inB := map[id.EventID]bool{}, map[id.EventID]bool{}
+	for _, e := range a {
+		inA[e.ID] = true
+	}
+	for _, e := range b {
+		inB[e.ID] = true
+	}
+	out := make([]*event.Event, 0, max(len(a), len(b)))
+	done := map[id.EventID]bool{}
+	emit := func(e *event.Event) {
+		if !done[e.ID] {
+			done[e.ID] = true
+			out = append(out, e)
+		}
+	}
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case i == len(a):
+			emit(b[j])
+			j++
+		case j == len(b):
+			emit(a[i])
+			i++
+		case a[i].ID == b[j].ID:
+			emit(a[i])
+			i, j = i+1, j+1
+		case !inB[a[i].ID]:
+			emit(a[i])
+			i++
+		case !inA[b[j].ID]:
+			emit(b[j])
+			j++
+		default: // the reads disagree on order: the first read's wins
+			emit(a[i])
+			i++
+		}
+	}
+	return out
 }
 
 // Bounds of the sync-batch context kept with a candidate.

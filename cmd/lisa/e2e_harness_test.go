@@ -283,34 +283,49 @@ func plainText(body string) *event.MessageEventContent {
 	return &event.MessageEventContent{MsgType: event.MsgText, Body: body}
 }
 
+// lisaEvents returns Lisa's m.room.message events in room, redacted ones
+// included, read twice (pages of 100 and of 61) and counted once each:
+// Dendrite's backward pagination skips the events that share their depth
+// with a page's last event but were not on it (see adapters/matrix
+// scanPageSizes), and pages of two sizes rarely end at the same depth.
+func (e *e2e) lisaEvents(room id.RoomID) map[id.EventID]*event.Event {
+	e.t.Helper()
+	out := map[id.EventID]*event.Event{}
+	for _, size := range []int{100, 61} {
+		from := ""
+		for range 20 * 100 / size {
+			resp, err := e.human.Messages(e.ctx, room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, size)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			for _, evt := range resp.Chunk {
+				if string(evt.Sender) == e.bot.UserID {
+					out[evt.ID] = evt
+				}
+			}
+			if resp.End == "" || len(resp.Chunk) == 0 {
+				break
+			}
+			from = resp.End
+		}
+	}
+	return out
+}
+
 // replies returns, per invoking event, how many replies Lisa has in room.
 func (e *e2e) replies(room id.RoomID) map[id.EventID]int {
 	e.t.Helper()
 	out := map[id.EventID]int{}
-	from := ""
-	for range 20 {
-		resp, err := e.human.Messages(e.ctx, room, from, "", mautrix.DirectionBackward, &mautrix.FilterPart{Types: []event.Type{event.EventMessage}}, 100)
-		if err != nil {
-			e.t.Fatal(err)
+	for _, evt := range e.lisaEvents(room) {
+		var c struct {
+			Rel struct {
+				IRT struct {
+					EventID id.EventID `json:"event_id"`
+				} `json:"m.in_reply_to"`
+			} `json:"m.relates_to"`
 		}
-		for _, evt := range resp.Chunk {
-			if string(evt.Sender) != e.bot.UserID {
-				continue
-			}
-			var c struct {
-				Rel struct {
-					IRT struct {
-						EventID id.EventID `json:"event_id"`
-					} `json:"m.in_reply_to"`
-				} `json:"m.relates_to"`
-			}
-			_ = json.Unmarshal(evt.Content.VeryRaw, &c)
-			out[c.Rel.IRT.EventID]++
-		}
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.End
+		_ = json.Unmarshal(evt.Content.VeryRaw, &c)
+		out[c.Rel.IRT.EventID]++
 	}
 	return out
 }

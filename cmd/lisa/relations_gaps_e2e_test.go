@@ -36,24 +36,7 @@ func (e *e2e) lisaClient() *mautrix.Client {
 // ones included: a reply sent twice shows here even if one was redacted.
 func (e *e2e) lisaMessages(room id.RoomID) int {
 	e.t.Helper()
-	n, from := 0, ""
-	for range 20 {
-		resp, err := e.human.Messages(e.ctx, room, from, "", mautrix.DirectionBackward,
-			&mautrix.FilterPart{Types: []event.Type{event.EventMessage}, Senders: []id.UserID{id.UserID(e.bot.UserID)}}, 100)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		for _, evt := range resp.Chunk {
-			if string(evt.Sender) == e.bot.UserID {
-				n++
-			}
-		}
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			break
-		}
-		from = resp.End
-	}
-	return n
+	return len(e.lisaEvents(room))
 }
 
 // lisaBodies returns the bodies of Lisa's messages in room, newest first.
