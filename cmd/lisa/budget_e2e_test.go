@@ -42,14 +42,9 @@ func (e *e2e) replyBodies(room id.RoomID) map[id.EventID][]string {
 		}
 		var c struct {
 			Body string `json:"body"`
-			Rel  struct {
-				IRT struct {
-					EventID id.EventID `json:"event_id"`
-				} `json:"m.in_reply_to"`
-			} `json:"m.relates_to"`
 		}
 		_ = json.Unmarshal(evt.Content.VeryRaw, &c)
-		out[c.Rel.IRT.EventID] = append(out[c.Rel.IRT.EventID], c.Body)
+		out[inReplyTo(evt)] = append(out[inReplyTo(evt)], c.Body)
 	}
 	return out
 }

@@ -317,17 +317,22 @@ func (e *e2e) replies(room id.RoomID) map[id.EventID]int {
 	e.t.Helper()
 	out := map[id.EventID]int{}
 	for _, evt := range e.lisaEvents(room) {
-		var c struct {
-			Rel struct {
-				IRT struct {
-					EventID id.EventID `json:"event_id"`
-				} `json:"m.in_reply_to"`
-			} `json:"m.relates_to"`
-		}
-		_ = json.Unmarshal(evt.Content.VeryRaw, &c)
-		out[c.Rel.IRT.EventID]++
+		out[inReplyTo(evt)]++
 	}
 	return out
+}
+
+// inReplyTo returns the event evt replies to ("" if none).
+func inReplyTo(evt *event.Event) id.EventID {
+	var c struct {
+		Rel struct {
+			IRT struct {
+				EventID id.EventID `json:"event_id"`
+			} `json:"m.in_reply_to"`
+		} `json:"m.relates_to"`
+	}
+	_ = json.Unmarshal(evt.Content.VeryRaw, &c)
+	return c.Rel.IRT.EventID
 }
 
 // awaitReply waits until Lisa answered ev in room at least once.

@@ -53,15 +53,7 @@ func (e *e2e) replyTo(room id.RoomID, ev id.EventID) id.EventID {
 		e.t.Fatal(err)
 	}
 	for _, evt := range resp.Chunk {
-		var c struct {
-			Rel struct {
-				IRT struct {
-					EventID id.EventID `json:"event_id"`
-				} `json:"m.in_reply_to"`
-			} `json:"m.relates_to"`
-		}
-		_ = json.Unmarshal(evt.Content.VeryRaw, &c)
-		if string(evt.Sender) == e.bot.UserID && c.Rel.IRT.EventID == ev {
+		if string(evt.Sender) == e.bot.UserID && inReplyTo(evt) == ev {
 			return evt.ID
 		}
 	}
