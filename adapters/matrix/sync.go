@@ -687,25 +687,25 @@ func (s *Source) classifyRoom(ctx context.Context, batch *messages.SyncBatch, ro
 // would be a lost mention.
 func (s *Source) backfill(ctx context.Context, room id.RoomID, prevBatch, anchor string) ([]*event.Event, bool, error) {
 	out, closed, crossed, err := s.backfillPass(ctx, room, prevBatch, anchor, s.opts.TimelineLimit)
-	if err != nil || !crossed {
-		if err == nil && !closed {
-			s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
-		}
-		return out, closed, err
-	}
-	again, closed2, _, err := s.backfillPass(ctx, room, prevBatch, anchor, secondPageSize(s.opts.TimelineLimit))
 	if err != nil {
 		return nil, false, err
 	}
-	if !closed && !closed2 {
+	if crossed {
+		again, closedAgain, _, err := s.backfillPass(ctx, room, prevBatch, anchor, secondPageSize(s.opts.TimelineLimit))
+		if err != nil {
+			return nil, false, err
+		}
+		out, closed = mergeOrdered(out, again), closed || closedAgain
+	}
+	if !closed {
 		s.log.Warn("matrix_timeline_gap", "room", messages.RoomID(room), "pages", s.opts.GapPageLimit)
 	}
-	return mergeOrdered(out, again), closed || closed2, nil
+	return out, closed, nil
 }
 
 // secondPageSize is the page size of a second read of the same history:
-// about 3/5 of the first, never equal to it, so that pages rarely end at
-// the same depth.
+// about 3/5 of the first (61 for 100, as in scanPageSizes), never equal
+// to it, so that pages rarely end at the same depth.
 func secondPageSize(size int) int {
 	if size <= 2 {
 		return size + 1

@@ -43,20 +43,7 @@ func TestSkippedEventsRecoveredAfterAFailedSync(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			hs := fakehs.New(fakehs.Options{UserID: bot, DeviceID: device, Token: token})
-			if err := hs.Listen(); err != nil {
-				t.Fatal(err)
-			}
-			defer hs.Close()
-			hs.CreateRoom(roomA, map[string]string{human: "Ann"})
-			hs.CreateRoom(roomB, map[string]string{human: "Ann"})
-			post := func(room, body string) {
-				t.Helper()
-				content := map[string]any{"msgtype": "m.text", "body": body, "m.mentions": map[string]any{"user_ids": []string{bot}}}
-				if _, _, err := hs.Post(room, human, content); err != nil {
-					t.Fatal(err)
-				}
-			}
+			hs, post := mentionsHS(t, fakehs.Options{UserID: bot, DeviceID: device, Token: token}, human, roomA, roomB)
 			post(roomA, "history, before the baseline")
 			cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
 			if err != nil {
@@ -207,13 +194,7 @@ func TestVerifyRepeatsFailedReads(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			hs := fakehs.New(fakehs.Options{UserID: bot, DeviceID: device, Token: token})
-			if err := hs.Listen(); err != nil {
-				t.Fatal(err)
-			}
-			defer hs.Close()
-			hs.CreateRoom(roomA, map[string]string{human: "Ann"})
-			hs.CreateRoom(roomB, map[string]string{human: "Ann"})
+			hs, post := mentionsHS(t, fakehs.Options{UserID: bot, DeviceID: device, Token: token}, human, roomA, roomB)
 			cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -228,10 +209,7 @@ func TestVerifyRepeatsFailedReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, room := range []string{roomA, roomB} {
-				content := map[string]any{"msgtype": "m.text", "body": "Lisa, in " + room + "?", "m.mentions": map[string]any{"user_ids": []string{bot}}}
-				if _, _, err := hs.Post(room, human, content); err != nil {
-					t.Fatal(err)
-				}
+				post(room, "Lisa, in "+room+"?")
 			}
 			hs.SkipSyncs(1) // the answer hides both mentions
 			src := newSource()
@@ -285,21 +263,7 @@ func TestCheckSpreadOverAnswers(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	hs := fakehs.New(fakehs.Options{UserID: bot, DeviceID: device, Token: token})
-	if err := hs.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	defer hs.Close()
-	for _, r := range []string{roomA, roomB, roomC, D} {
-		hs.CreateRoom(r, map[string]string{human: "Ann"})
-	}
-	post := func(room, body string) {
-		t.Helper()
-		content := map[string]any{"msgtype": "m.text", "body": body, "m.mentions": map[string]any{"user_ids": []string{bot}}}
-		if _, _, err := hs.Post(room, human, content); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hs, post := mentionsHS(t, fakehs.Options{UserID: bot, DeviceID: device, Token: token}, human, roomA, roomB, roomC, D)
 	post(roomA, "history, before the baseline")
 	post(D, "more history")
 	cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
@@ -363,4 +327,27 @@ func TestCheckSpreadOverAnswers(t *testing.T) {
 	if src.UncommittedCheck() {
 		t.Fatal("a request from the checked answer's cursor did not count it as committed")
 	}
+}
+
+// mentionsHS starts a fake homeserver for the account of o, holding rooms
+// with human in each (as "Ann"), and closes it when the test ends; post
+// sends a message from human that mentions the account.
+func mentionsHS(t *testing.T, o fakehs.Options, human string, rooms ...string) (*fakehs.Server, func(room, body string)) {
+	t.Helper()
+	hs := fakehs.New(o)
+	if err := hs.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hs.Close)
+	for _, r := range rooms {
+		hs.CreateRoom(r, map[string]string{human: "Ann"})
+	}
+	post := func(room, body string) {
+		t.Helper()
+		content := map[string]any{"msgtype": "m.text", "body": body, "m.mentions": map[string]any{"user_ids": []string{o.UserID}}}
+		if _, _, err := hs.Post(room, human, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hs, post
 }
