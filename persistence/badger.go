@@ -487,11 +487,36 @@ func (s *Badger) TakeCleanStop() (bool, error) {
 	return found, err
 }
 
-// RecordBotEvent implements BotEvents.
+// RecordBotEvent implements BotEvents. An event that answers another is
+// also indexed by the event it answers (see RepliedTo), in the same write.
 func (s *Badger) RecordBotEvent(room, eventID, inReplyTo string) error {
 	return s.updateLazy(func(txn *badger.Txn) error {
-		return txn.Set(key('b', room, eventID), []byte(inReplyTo))
+		if err := txn.Set(key('b', room, eventID), []byte(inReplyTo)); err != nil {
+			return err
+		}
+		if inReplyTo == "" {
+			return nil
+		}
+		return txn.Set(key('a', room, inReplyTo), []byte(eventID))
 	})
+}
+
+// RepliedTo implements BotEvents.
+func (s *Badger) RepliedTo(room, invoking string) (string, error) {
+	reply := ""
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(key('a', room, invoking))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		reply = string(v)
+		return err
+	})
+	return reply, err
 }
 
 // IsBotEvent implements BotEvents.

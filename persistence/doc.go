@@ -28,6 +28,7 @@
 //	i 0x00 <room> 0x00 be64(seq)     inbox entry (Candidate)
 //	n 0x00 <room> 0x00 <event>       routed marker: be64(seq) of the entry
 //	b 0x00 <room> 0x00 <event>       Lisa's own event: ID of the event it answers
+//	a 0x00 <room> 0x00 <event>       the event answered: ID of Lisa's event answering it (RepliedTo)
 //	x                                clean-stop mark (MarkCleanStop, TakeCleanStop)
 //	u 0x00 <day> 0x00 <room> 0x00 <id>  token usage of one LLM request (UsageRecord, JSON)
 //	v 0x00 <day> 0x00 <room>         the event that got the day's budget notice (BudgetNotice)

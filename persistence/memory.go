@@ -25,6 +25,7 @@ type Memory struct {
 	inbox     map[string]map[uint64]*roompb.Candidate
 	routed    map[[2]string]uint64
 	bot       map[[2]string]string
+	answered  map[[2]string]string // (room, invoking event) -> Lisa's reply
 }
 
 var _ Store = (*Memory)(nil)
@@ -38,6 +39,7 @@ func NewMemory() *Memory {
 		inbox:     map[string]map[uint64]*roompb.Candidate{},
 		routed:    map[[2]string]uint64{},
 		bot:       map[[2]string]string{},
+		answered:  map[[2]string]string{},
 	}
 }
 
@@ -259,7 +261,19 @@ func (m *Memory) RecordBotEvent(room, eventID, inReplyTo string) error {
 	}
 	defer m.mu.Unlock()
 	m.bot[[2]string{room, eventID}] = inReplyTo
+	if inReplyTo != "" {
+		m.answered[[2]string{room, inReplyTo}] = eventID
+	}
 	return nil
+}
+
+// RepliedTo implements BotEvents.
+func (m *Memory) RepliedTo(room, invoking string) (string, error) {
+	if err := m.lock(); err != nil {
+		return "", err
+	}
+	defer m.mu.Unlock()
+	return m.answered[[2]string{room, invoking}], nil
 }
 
 // IsBotEvent implements BotEvents.

@@ -91,6 +91,11 @@ type BotEvents interface {
 	RecordBotEvent(room, eventID, inReplyTo string) error
 	// IsBotEvent reports whether Lisa sent eventID in room.
 	IsBotEvent(room, eventID string) (bool, error)
+	// RepliedTo returns the event Lisa sent in room in answer to
+	// invoking, as recorded by RecordBotEvent, or "" if none is known.
+	// It is how a data dir older than the room (a restored backup)
+	// recognises the questions it answered after the copy was taken.
+	RepliedTo(room, invoking string) (string, error)
 }
 
 // Store is everything Lisa keeps on disk.

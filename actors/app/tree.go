@@ -142,7 +142,14 @@ func (s *System) Tree(cfg TreeConfig) *actor.Props {
 			Source: cfg.Sync.Source, Ledger: cfg.Sync.Ledger, Rooms: s.RoomsPID(),
 			Watchdog: cfg.Sync.Watchdog, Backoff: cfg.Sync.Backoff,
 			Clock: cfg.Clock, Logger: cfg.Logger, Hooks: cfg.Sync.Hooks, Observer: observe, Trail: cfg.Trail,
+			// From its first commit on, the rooms may trust the ledger's
+			// record of Lisa's replies (room.Flights.SyncCommitted).
+			Committed: flights.SyncCommitted,
 		}, s.Options()...)})
+	} else {
+		// No sync: the rooms' inboxes are fed directly, with no cursor
+		// to catch up from.
+		flights.SyncCommitted()
 	}
 	return Props(children, 5, time.Minute, cfg.OnLost, s.Options()...)
 }

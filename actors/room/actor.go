@@ -29,9 +29,12 @@ type Inbox interface {
 	RemoveInbox(room, eventID string) error
 }
 
-// BotEvents records Lisa's own events for reply detection.
+// BotEvents records Lisa's own events for reply detection, and tells
+// which questions she answered (the sync records her replies it sees).
 type BotEvents interface {
 	RecordBotEvent(room, eventID, inReplyTo string) error
+	// RepliedTo returns the event Lisa answered invoking with, or "".
+	RepliedTo(room, invoking string) (string, error)
 }
 
 // Sender delivers replies to the homeserver. Errors should be
@@ -189,8 +192,8 @@ type roomActor struct {
 // Messages the actor sends itself; gen ties them to one incarnation.
 type (
 	inboxLoaded struct {
-		gen   uint64
-		cands []*roompb.Candidate
+		gen uint64
+		in  InboxLoaded
 	}
 	effectDone struct {
 		gen uint64
@@ -230,13 +233,13 @@ func (r *roomActor) Receive(ctx actor.Context) {
 			// The new entries, as committed: no read on the mention's
 			// path.
 			r.unread = true
-			r.step(ctx, InboxLoaded{Candidates: m.Entries})
+			r.step(ctx, r.annotate(m.Entries, !r.cfg.Flights.Committed()))
 		default:
 			r.perform(ctx, LoadInbox{})
 		}
 	case *inboxLoaded:
 		if m.gen == r.gen {
-			r.step(ctx, InboxLoaded{Candidates: m.cands})
+			r.step(ctx, m.in)
 		}
 	case *messages.SlotGranted:
 		if m.Token == r.slotToken {
@@ -398,6 +401,8 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 		r.sendReply(ctx, e)
 	case Reconcile:
 		r.reconcile(ctx, e)
+	case CheckAnswered:
+		r.checkAnswered(ctx, e)
 	case RecordBotEvent:
 		if err := r.cfg.BotEvents.RecordBotEvent(r.room, e.ReplyEventID, e.InReplyTo); err != nil {
 			// Reply detection falls back to asking the homeserver.
@@ -426,13 +431,45 @@ func (r *roomActor) perform(ctx actor.Context, eff Effect) {
 // the plugin already does synchronously; network IO never runs here.
 func (r *roomActor) loadInbox(ctx actor.Context) {
 	r.unread = false
+	// Asked before the read: entries read after the sync's first commit
+	// are checked against a ledger that knows Lisa's replies since the
+	// cursor.
+	before := !r.cfg.Flights.Committed()
 	cands, err := r.cfg.Inbox.Inbox(r.room)
 	if err != nil {
 		panic(fmt.Errorf("room: read inbox: %w", err))
 	}
 	if len(cands) > 0 {
-		ctx.Send(ctx.Self(), &inboxLoaded{gen: r.gen, cands: cands})
+		ctx.Send(ctx.Self(), &inboxLoaded{gen: r.gen, in: r.annotate(cands, before)})
 	}
+}
+
+// annotate turns inbox entries into InboxLoaded, with the replies the
+// bot-event ledger knows for them (InboxLoaded.Answered). before says the
+// entries were read before the sync's first commit of this process. A
+// ledger that cannot be read leaves the entries to CheckAnswered.
+func (r *roomActor) annotate(cands []*roompb.Candidate, before bool) InboxLoaded {
+	in := InboxLoaded{Candidates: cands, BeforeIntake: before}
+	for _, c := range cands {
+		if c.GetRedactsEventId() != "" || c.GetReplacesEventId() != "" || isPermissionChange(c) || r.m.Knows(c.GetEventId()) {
+			continue
+		}
+		reply, err := r.cfg.BotEvents.RepliedTo(r.room, c.GetEventId())
+		if err != nil {
+			r.cfg.Logger.Warn("reading the bot-event ledger failed; the question is checked on the homeserver", "room", messages.RoomID(r.room), "code", messages.CodeStorage)
+			in.BeforeIntake = true
+			continue
+		}
+		if reply != "" {
+			if in.Answered == nil {
+				in.Answered = map[string]string{}
+			}
+			in.Answered[c.GetEventId()] = reply
+			r.cfg.Logger.Warn("a question came back that Lisa had answered: the data dir is older than the room (a restored backup or snapshot?); recorded as answered",
+				"room", messages.RoomID(r.room), "event", messages.EventID(c.GetEventId()), "reply", messages.EventID(reply))
+		}
+	}
+	return in
 }
 
 // sendReply sends the head's reply in a goroutine; SendDone comes back
@@ -529,6 +566,50 @@ func (r *roomActor) reconcile(ctx actor.Context, e Reconcile) {
 		}
 		cfg.Logger.Info("reply looked up before sending", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
 			"found", found, "code", code)
+		sys.Root.Send(self, &effectDone{gen: gen, in: done})
+	}()
+}
+
+// checkAnswered looks for an earlier reply of Lisa's to a question queued
+// before this process's sync committed its first answer (see
+// CheckAnswered): in the bot-event ledger once that commit is made, then
+// on the homeserver. AnsweredChecked comes back as an effectDone. The
+// check ends with this incarnation.
+func (r *roomActor) checkAnswered(ctx actor.Context, e CheckAnswered) {
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+	}
+	room, cfg, lookupCtx := r.room, r.cfg, r.ctx
+	self, sys, gen := ctx.Self(), ctx.ActorSystem(), r.gen
+	go func() {
+		if err := cfg.Flights.awaitCommit(lookupCtx); err != nil {
+			return // this incarnation is gone
+		}
+		done := AnsweredChecked{EventID: e.EventID}
+		where := "ledger"
+		reply, err := cfg.BotEvents.RepliedTo(room, e.EventID)
+		if err != nil || reply == "" {
+			// The ledger holds what the sync saw since the cursor; a gap
+			// it could not fill, or a failed read, leaves the homeserver.
+			where = "homeserver"
+			ctx, cancel := context.WithTimeout(lookupCtx, cfg.SendTimeout)
+			var found bool
+			reply, found, err = cfg.Sender.FindReply(ctx, room, e.EventID, e.TxnID)
+			cancel()
+			if err != nil {
+				le := asError(err)
+				done.Err, done.RetryAfter = le, le.RetryAfter
+			} else if !found {
+				reply = ""
+			}
+		}
+		done.ReplyEventID = reply
+		var code messages.Code
+		if done.Err != nil {
+			code = done.Err.Code
+		}
+		cfg.Logger.Info("question queued before this start checked for an earlier reply", "room", messages.RoomID(room),
+			"event", messages.EventID(e.EventID), "found", reply != "", "where", where, "code", code)
 		sys.Root.Send(self, &effectDone{gen: gen, in: done})
 	}()
 }

@@ -32,6 +32,10 @@ type Flights struct {
 	// reactions holds, per room, its wait reactions in flight (only
 	// while there are any).
 	reactions map[string]*reactionFlights
+	// committed is closed when the sync committed its first answer of
+	// this process (SyncCommitted).
+	committed     chan struct{}
+	committedOnce sync.Once
 }
 
 // reactionFlights counts a room's wait reactions in flight; done closes
@@ -51,7 +55,41 @@ func NewFlights(now func() time.Time) *Flights {
 	t := now()
 	return &Flights{now: now, start: t, m: map[string]chan struct{}{},
 		quiet: map[string]time.Time{}, sends: map[string]span{},
-		linkDown: true, troubleAt: t, reactions: map[string]*reactionFlights{}}
+		linkDown: true, troubleAt: t, reactions: map[string]*reactionFlights{},
+		committed: make(chan struct{})}
+}
+
+// SyncCommitted records that the sync committed an answer: from the first
+// one on, the bot-event ledger knows every reply of Lisa's since the
+// cursor this process started from, so a room can tell whether a question
+// it queued before was answered meanwhile by a process whose data did not
+// survive (a data dir older than the room: a restored backup, a VM
+// snapshot rolled back). Wire it to the sync actor's Committed; a tree
+// without a sync calls it at once.
+func (f *Flights) SyncCommitted() {
+	f.committedOnce.Do(func() { close(f.committed) })
+}
+
+// Committed reports whether the sync has committed an answer in this
+// process (see SyncCommitted).
+func (f *Flights) Committed() bool {
+	select {
+	case <-f.committed:
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitCommit blocks until the sync has committed an answer in this
+// process or ctx ends.
+func (f *Flights) awaitCommit(ctx context.Context) error {
+	select {
+	case <-f.committed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // SyncOutcome records the outcome of one /sync request; wire it to the

@@ -17,7 +17,20 @@ type Input interface{ isInput() }
 type Recovered struct{}
 
 // InboxLoaded carries the room's pending inbox entries.
-type InboxLoaded struct{ Candidates []*roompb.Candidate }
+type InboxLoaded struct {
+	Candidates []*roompb.Candidate
+	// Answered maps a candidate's event ID to the event Lisa answered it
+	// with, where the bot-event ledger knows one: the question came
+	// back to a data dir older than the room (a restored backup) with
+	// her reply after it. Such a candidate is recorded as answered, never
+	// answered again.
+	Answered map[string]string
+	// BeforeIntake is set when the entries were read before this
+	// process's sync committed its first answer: the ledger may not know
+	// Lisa's replies since its cursor yet, so each queued candidate is
+	// checked again (CheckAnswered) before it is answered.
+	BeforeIntake bool
+}
 
 // SlotGranted: the rooms supervisor granted a concurrency slot.
 type SlotGranted struct{}
@@ -93,6 +106,17 @@ type ReconcileDone struct {
 
 // ResendDue: the delay before the next send or lookup has passed.
 type ResendDue struct{ EventID string }
+
+// AnsweredChecked is the outcome of CheckAnswered: ReplyEventID is Lisa's
+// earlier reply to EventID, or empty if she has none.
+type AnsweredChecked struct {
+	EventID      string
+	ReplyEventID string
+	Err          *messages.Error
+	RetryAfter   time.Duration
+}
+
+func (AnsweredChecked) isInput() {}
 
 // ReactionDue: an invocation has been pending for Policy.WaitReactionAfter.
 type ReactionDue struct{ EventID string }
@@ -196,6 +220,21 @@ type Reconcile struct {
 	EventID string
 	TxnID   string
 }
+
+// CheckAnswered asks whether Lisa already answered the queued question
+// EventID although the journal does not say so: the journal (or inbox)
+// that queued it predates this process, and may be older than the room —
+// a restored backup, a rolled-back VM snapshot — with a later process's
+// reply lost from it. The adapter waits for the sync's first commit of
+// this process, asks the bot-event ledger (which then holds her replies
+// since the cursor), then the homeserver (FindReply, TxnID), and reports
+// AnsweredChecked.
+type CheckAnswered struct {
+	EventID string
+	TxnID   string
+}
+
+func (CheckAnswered) isEffect() {}
 
 // RecordBotEvent: remember that Lisa sent ReplyEventID.
 type RecordBotEvent struct{ ReplyEventID, InReplyTo string }
@@ -307,6 +346,8 @@ func Describe(v any) string {
 		return fmt.Sprintf("SendReply %s txn=%s", v.EventID, v.TxnID)
 	case Reconcile:
 		return fmt.Sprintf("Reconcile %s txn=%s", v.EventID, v.TxnID)
+	case CheckAnswered:
+		return "CheckAnswered " + v.EventID
 	case RemoveInbox:
 		if v.Outcome != "" {
 			return fmt.Sprintf("RemoveInbox %s outcome=%s", v.EventID, v.Outcome)

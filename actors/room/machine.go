@@ -96,9 +96,10 @@ const (
 	sending
 	reconciling
 	sendWait
+	checking
 )
 
-var phaseNames = [...]string{"idle", "waiting-slot", "running", "retry-wait", "sending", "reconciling", "send-wait"}
+var phaseNames = [...]string{"idle", "waiting-slot", "running", "retry-wait", "sending", "reconciling", "send-wait", "checking"}
 
 func (p phase) String() string { return phaseNames[p] }
 
@@ -140,6 +141,12 @@ type Machine struct {
 	// heldExpiry is when the HeldExpiryDue scheduled last is due (0:
 	// none scheduled).
 	heldExpiry int64
+	// recheck holds the queued questions this incarnation found in a
+	// journal or inbox older than the sync's first commit of this
+	// process, which no attempt has touched: each is checked for an
+	// earlier reply of Lisa's (CheckAnswered) before it is answered (see
+	// recovered).
+	recheck map[string]bool
 }
 
 // NewMachine returns a machine with empty state.
@@ -153,6 +160,7 @@ func (m *Machine) Restore(s State) {
 	m.redacting, m.redactFailures = false, 0
 	m.finding, m.failing, m.findFailures = Lookup{}, Lookup{}, 0
 	m.checked, m.heldExpiry = "", 0
+	m.recheck = nil
 }
 
 // Phase names the head's volatile progress, for the debug shell.
@@ -213,6 +221,8 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 		return m.sendDone(in, ms)
 	case ReconcileDone:
 		return m.reconcileDone(in, ms)
+	case AnsweredChecked:
+		return m.answeredChecked(in, ms)
 	case ResendDue:
 		m.wake(sendWait, in.EventID)
 	case InvocationLost:
@@ -245,6 +255,17 @@ func (m *Machine) recovered(now time.Time) Output {
 	var out Output
 	if head := m.Head(); head != nil && (head.Ready || head.Attempts > 0) {
 		m.unsure = true
+	}
+	// A question queued but never tried may have been answered all the
+	// same: by a later process whose journal is lost, when this data dir
+	// is older than the room (a restored backup, a rolled-back VM
+	// snapshot, a cold copy put back). Nothing in the journal can tell,
+	// so each is checked before it is answered. (An attempt that started
+	// is looked up anyway: m.unsure.)
+	for _, inv := range m.Queue {
+		if inv.Attempts == 0 && (!inv.Ready || inv.Notice) && !inv.Redacted {
+			m.markRecheck(inv.EventID())
+		}
 	}
 	for _, inv := range m.Queue {
 		if !inv.Notice && !inv.Redacted && inv.ReactionEventID == "" && !inv.ReactionRequested && inv.ForbiddenAtMs == 0 {
@@ -281,6 +302,15 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 			out.effect(RemoveInbox{EventID: id})
 			continue
 		}
+		if reply := in.Answered[id]; reply != "" {
+			// Lisa's reply to it is on the homeserver, after it: the
+			// question came back to a journal older than the room.
+			// Taken in as answered, never answered again.
+			batch[id] = true
+			out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
+			out.event(&roompb.ReplySent{EventId: id, ReplyEventId: reply, SentAtMs: ms, Reconciled: true})
+			continue
+		}
 		// The journal removes the inbox entry in the same write
 		// (persistence.TakenFromInbox): one durable write, not two.
 		batch[id] = true
@@ -292,6 +322,9 @@ func (m *Machine) inboxLoaded(in InboxLoaded, ms int64) Output {
 		m.countSender(c.GetSender(), ms)
 		queued[id] = c
 		out.event(&roompb.InvocationQueued{Candidate: c, QueuedAtMs: ms})
+		if in.BeforeIntake {
+			m.markRecheck(id)
+		}
 		m.waitReaction(&out, id, 0)
 	}
 	return out
@@ -441,6 +474,40 @@ func (m *Machine) reconcileDone(in ReconcileDone, ms int64) Output {
 	return out
 }
 
+// markRecheck adds eventID to the questions to check for an earlier
+// reply before they are answered.
+func (m *Machine) markRecheck(eventID string) {
+	if m.recheck == nil {
+		m.recheck = map[string]bool{}
+	}
+	m.recheck[eventID] = true
+}
+
+// answeredChecked takes the outcome of CheckAnswered: an earlier reply
+// found ends the question as answered; none lets it be answered; a failed
+// check is tried again after a pause.
+func (m *Machine) answeredChecked(in AnsweredChecked, ms int64) Output {
+	var out Output
+	head := m.Head()
+	if m.phase != checking || head == nil || head.EventID() != in.EventID {
+		return out
+	}
+	m.phase = idle
+	switch {
+	case in.Err != nil:
+		m.sendFailed(&out, in.EventID, in.RetryAfter)
+	case in.ReplyEventID != "":
+		delete(m.recheck, in.EventID)
+		m.sendFailures = 0
+		out.event(&roompb.ReplySent{EventId: in.EventID, ReplyEventId: in.ReplyEventID, SentAtMs: ms, Reconciled: true})
+		out.effect(RecordBotEvent{ReplyEventID: in.ReplyEventID, InReplyTo: in.EventID})
+	default:
+		delete(m.recheck, in.EventID)
+		m.sendFailures = 0
+	}
+	return out
+}
+
 // notFound takes a lookup that missed the head's reply: the reply may be
 // sent again if the miss counts, else it is looked up again later.
 func (m *Machine) notFound(out *Output, head *Invocation, in ReconcileDone) {
@@ -494,6 +561,15 @@ func (m *Machine) Pump(now time.Time) Output {
 		// Its question is gone and no reply of it is out: the lookup
 		// missed, or the send never reached the homeserver.
 		out.event(&roompb.InvocationDropped{EventId: head.EventID()})
+	case m.recheck[head.EventID()] && head.Attempts == 0 && (!head.Ready || head.Notice):
+		// Queued before this process's first sync commit: answered
+		// already by a process whose journal is lost? (see recovered)
+		m.phase = checking
+		txn := head.TxnID
+		if txn == "" {
+			txn = string(messages.ReplyTxnID(messages.RoomID(m.policy.RoomID), messages.EventID(head.EventID())))
+		}
+		out.effect(CheckAnswered{EventID: head.EventID(), TxnID: txn})
 	case head.Ready && head.Recheck && m.checked != head.EventID():
 		// A held reply released: looked up before it is sent again,
 		// as any reply whose fate the room has not seen for itself.

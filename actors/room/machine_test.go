@@ -140,6 +140,9 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Err: &messages.Error{Code: messages.CodeRefusedBudget, Permanent: true}})
 			d.crash(t)
 			d.feed(t, Recovered{})
+			// Queued before the crash and never tried: checked for an
+			// earlier reply first (none).
+			d.feed(t, AnsweredChecked{EventID: "$b"})
 			d.feed(t, SlotGranted{})
 			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
 			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
@@ -230,7 +233,47 @@ func TestMachineGolden(t *testing.T) {
 			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: d.now, QuietSince: d.now, Found: false}) // too early to count
 			d.feed(t, ResendDue{EventID: "$a"})
 			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"})
+			d.feed(t, AnsweredChecked{EventID: "$b"})
 			d.feed(t, SlotGranted{})
+		},
+		"question_back_with_its_reply_is_answered": func(t *testing.T, d *driver) {
+			// A data dir older than the room (a restored backup): the
+			// sync brings $a again with Lisa's reply after it (in the
+			// bot-event ledger), and $b, never answered.
+			in := cands("$a", "$b")
+			in.Answered = map[string]string{"$a": "$ra"}
+			d.feed(t, in)
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
+			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
+			d.feed(t, cands("$a")) // once more: known, a duplicate
+		},
+		"queued_before_start_checked_for_an_earlier_reply": func(t *testing.T, d *driver) {
+			// Queued, never tried; the data dir is put back after a later
+			// process answered $a and lost its journal.
+			d.feed(t, cands("$a", "$b", "$c"))
+			d.crash(t)
+			d.feed(t, Recovered{})
+			d.feed(t, SlotGranted{}) // a grant while checking is given back
+			d.feed(t, AnsweredChecked{EventID: "$a", ReplyEventID: "$ra"})
+			d.feed(t, AnsweredChecked{EventID: "$b", Err: transient(messages.CodeMatrixUnavailable)})
+			d.feed(t, ResendDue{EventID: "$b"})
+			d.feed(t, AnsweredChecked{EventID: "$b"})
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
+			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})
+			d.feed(t, AnsweredChecked{EventID: "$c"})
+		},
+		"inbox_read_before_the_first_sync_commit_is_checked": func(t *testing.T, d *driver) {
+			d.feed(t, Recovered{})
+			in := cands("$a")
+			in.BeforeIntake = true
+			d.feed(t, in)
+			d.feed(t, AnsweredChecked{EventID: "$a"})
+			d.feed(t, cands("$b")) // read after it: not checked
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
 		},
 		"send_failures": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a", "$b"))
@@ -321,6 +364,7 @@ func TestMachineGolden(t *testing.T) {
 		d.feed(t, senderCands("@d:hs", "$d1", "$d2"))
 		d.crash(t)
 		d.feed(t, Recovered{})
+		d.feed(t, AnsweredChecked{EventID: "$b1"})
 		// Once NoticeEvery has passed, a new burst gets a new notice.
 		d.now = d.now.Add(time.Minute)
 		d.feed(t, senderCands("@d:hs", "$d3"))

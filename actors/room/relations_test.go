@@ -111,6 +111,7 @@ func TestRelationsGolden(t *testing.T) {
 			d.feed(t, Recovered{}) // $a is looked up: its reply may be out
 			d.feed(t, inbox(redactionOf("$x", "$a")))
 			d.feed(t, ReconcileDone{EventID: "$a", Found: true, ReplyEventID: "$ra"}) // stale
+			d.feed(t, AnsweredChecked{EventID: "$b"})
 			d.feed(t, SlotGranted{})
 		},
 		"timeout_gets_overload_reply": func(t *testing.T, d *driver) {
@@ -254,6 +255,7 @@ func TestRelationGapsGolden(t *testing.T) {
 			d.feed(t, ResendDue{EventID: "$a"})
 			// A miss that counts: dropped, never answered.
 			d.feed(t, ReconcileDone{EventID: "$a", LookedAt: start.Add(10 * time.Second), QuietSince: start})
+			d.feed(t, AnsweredChecked{EventID: "$b"})
 			d.feed(t, SlotGranted{})
 		}},
 		"redaction_during_failing_recovery_lookup_survives_restart": {relationsPolicy(), func(t *testing.T, d *driver) {
@@ -332,6 +334,7 @@ func TestRelationGapsGolden(t *testing.T) {
 			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
 			d.feed(t, FindDone{EventID: "$a", Kind: LookupReaction, Found: []string{"$wa"}})
 			d.feed(t, RedactDone{EventID: "$wa"})
+			d.feed(t, AnsweredChecked{EventID: "$b"})
 			d.feed(t, SlotGranted{})
 			d.feed(t, InvocationDone{EventID: "$b", Attempt: 1, Content: []byte(`{"body":"B"}`)})
 			d.feed(t, SendDone{EventID: "$b", ReplyEventID: "$rb"})

@@ -61,6 +61,11 @@ type Config struct {
 	// whether the homeserver may have restarted); a request the watchdog
 	// replaced counts as failed.
 	Observer func(ok bool)
+	// Committed, if set, is called after each answer's own events and
+	// candidates are in the ledger, before any room is nudged: from the
+	// first call on, the ledger knows every reply of Lisa's since the
+	// cursor she started from (see room.Flights.SyncCommitted).
+	Committed func()
 }
 
 // Hooks lets tests stop the process at exact points of the protocol.
@@ -194,6 +199,9 @@ func (s *syncActor) commit(ctx actor.Context, b *messages.SyncBatch) {
 		panic(fmt.Errorf("syncer: commit: %w", err))
 	}
 	s.cursor = b.Cursor
+	if s.cfg.Committed != nil {
+		s.cfg.Committed()
+	}
 	if baseline {
 		s.cfg.Logger.Info("sync baseline recorded; earlier messages will not be answered", "ignored_events", b.Rejected["baseline"])
 	}

@@ -114,6 +114,9 @@ type Source struct {
 	pendingMu  sync.Mutex
 	pending    map[id.RoomID]int64
 	checkChunk int
+	// answered is set once a /sync request of this process got an
+	// answer: the first one does not long-poll.
+	answered atomic.Bool
 
 	// stalls are the events whose reply lookups failed answers since the
 	// last complete one (see replyLookupStallAnswers).
@@ -445,7 +448,12 @@ func (s *Source) request(ctx context.Context, prev *roompb.SyncCursor, baseline 
 	req := mautrix.ReqSync{FilterID: s.filterJSON}
 	if !baseline {
 		req.Since = prev.GetNextBatch()
-		if !s.checksPending() { // rooms to read back: no long poll until they are
+		// Rooms to read back: no long poll until they are. Nor in the
+		// first request of this process: the rooms wait for its answer
+		// before they start on a question queued before it (a data dir
+		// older than the room may not know her replies since its cursor;
+		// see room.Flights.Committed).
+		if !s.checksPending() && s.answered.Load() {
 			req.Timeout = int(s.opts.Timeout.Milliseconds())
 		}
 	}
@@ -453,6 +461,7 @@ func (s *Source) request(ctx context.Context, prev *roompb.SyncCursor, baseline 
 	if err != nil {
 		return nil, classifySync(err)
 	}
+	s.answered.Store(true)
 	if resp.NextBatch == "" {
 		return nil, &messages.Error{Code: messages.CodeMatrixRejected, Message: "sync response without next_batch", Ambiguous: true}
 	}
@@ -999,9 +1008,18 @@ func ownEvent(room id.RoomID, evt *event.Event) messages.OwnEvent {
 				EventID string `json:"event_id"`
 			} `json:"m.in_reply_to"`
 		} `json:"m.relates_to"`
+		// Invocation is the event the reply answers (render.InvocationKey);
+		// it names it also where the reply relation does not.
+		Invocation string `json:"org.lisabot.invocation"`
 	}
 	if json.Unmarshal(evt.Content.VeryRaw, &c) == nil {
 		oe.InReplyTo = messages.EventID(c.RelatesTo.InReplyTo.EventID)
+		if v := c.Invocation; v != "" && validEventID(v) {
+			oe.InReplyTo = messages.EventID(v)
+		}
+	}
+	if !validEventID(string(oe.InReplyTo)) {
+		oe.InReplyTo = ""
 	}
 	return oe
 }

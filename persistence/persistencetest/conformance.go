@@ -435,6 +435,21 @@ func botEvents(t *testing.T, s persistence.Store) {
 	if ok, _ := s.IsBotEvent("!b:hs", "$x"); ok {
 		t.Fatal("bot events leak across rooms")
 	}
+	if r, err := s.RepliedTo("!a:hs", "$q"); r != "$x" || err != nil {
+		t.Fatalf("RepliedTo($q) = %q, %v; want $x", r, err)
+	}
+	if r, _ := s.RepliedTo("!b:hs", "$q"); r != "" {
+		t.Fatalf("answers leak across rooms: %q", r)
+	}
+	if r, _ := s.RepliedTo("!a:hs", "$x"); r != "" {
+		t.Fatalf("a reply is not answered by itself: %q", r)
+	}
+	if err := s.RecordBotEvent("!a:hs", "$notice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.RepliedTo("!a:hs", ""); r != "" {
+		t.Fatalf("an event answering nothing is indexed: %q", r)
+	}
 }
 
 func providerSnapshotCompaction(t *testing.T, s persistence.Store) {
