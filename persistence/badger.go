@@ -52,19 +52,7 @@ const emptyValueLog = "Create a new file"
 
 // OpenBadger opens (creating if needed) the database in dir.
 func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
-	opts := badger.DefaultOptions(dir).
-		// Synced by groupCommit, once for many commits, and never while a
-		// commit waits (see groupCommit).
-		WithSyncWrites(false).
-		WithLogger(badgerLogger{o.Logger}).
-		// A chat bot's state is small: modest memory instead of Badger's
-		// server-sized defaults.
-		WithMemTableSize(8 << 20).
-		WithNumMemtables(2).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(4 << 20).
-		WithValueLogFileSize(64 << 20).
-		WithNumCompactors(2)
+	opts := badgerOptions(dir, o)
 	db, err := badger.Open(opts)
 	if err != nil && strings.Contains(err.Error(), emptyValueLog) {
 		// A crash right after Badger created a value-log file, before it
@@ -92,6 +80,23 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		}
 	})
 	return s, nil
+}
+
+// badgerOptions are the options Lisa opens the database in dir with.
+func badgerOptions(dir string, o BadgerOptions) badger.Options {
+	return badger.DefaultOptions(dir).
+		// Synced by groupCommit, once for many commits, and never while a
+		// commit waits (see groupCommit).
+		WithSyncWrites(false).
+		WithLogger(badgerLogger{o.Logger}).
+		// A chat bot's state is small: modest memory instead of Badger's
+		// server-sized defaults.
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2)
 }
 
 // Failed is closed when a sync of the store failed. From then on every
