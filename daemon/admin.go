@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/persistence"
 )
 
 // Health thresholds: beyond these the daemon reports itself degraded.
@@ -134,6 +137,8 @@ func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 		return d.digests()
 	case "usage":
 		return d.usage(args)
+	case "backup":
+		return d.backup(args)
 	case "crash":
 		if d.crashable && len(args) == 1 && slices.Contains(d.rooms, args[0]) {
 			d.sys.Root.Send(d.sys.RoomPID(args[0]), &crashForTest{})
@@ -412,4 +417,19 @@ func llmRefusalReason(rf metrics.LLMRefusal, now time.Time) string {
 	}
 	return fmt.Sprintf("the LLM server refuses every request (%s%s) for %s; the ERROR line %q names the setting to check",
 		rf.Cause, status, now.Sub(rf.Since).Round(time.Second), llm.RefusedMessage)
+}
+
+// backup writes a consistent snapshot of the store to the new file
+// args[0], an absolute path (lisa backup sends it; the shell may too).
+func (d *Daemon) backup(args []string) (persistence.BackupInfo, error) {
+	if len(args) != 1 || !filepath.IsAbs(args[0]) {
+		return persistence.BackupInfo{}, errors.New("usage: backup /absolute/path/of/a/new/file")
+	}
+	info, err := d.store.BackupTo(args[0])
+	if err != nil {
+		d.log.Warn("backup failed", "path", args[0], "err", err.Error())
+		return info, err
+	}
+	d.log.Info("backup written", "path", info.Path, "bytes", info.Bytes, "took_ms", info.Took.Milliseconds(), "sha256", info.SHA256)
+	return info, nil
 }

@@ -428,13 +428,23 @@ func (s *Server) reply(conn net.Conn, resp Response) error {
 type Client struct {
 	path    string
 	timeout time.Duration
-	conn    net.Conn
-	r       *bufio.Reader
+	// callTimeout bounds one call, from sending the request to the end
+	// of its answer (DefaultCallTimeout unless SetCallTimeout).
+	callTimeout time.Duration
+	conn        net.Conn
+	r           *bufio.Reader
 }
+
+// DefaultCallTimeout bounds one call of a Client.
+const DefaultCallTimeout = 15 * time.Second
+
+// SetCallTimeout changes how long one call may take: a command that
+// does long work (a backup) needs more than DefaultCallTimeout.
+func (c *Client) SetCallTimeout(d time.Duration) { c.callTimeout = d }
 
 // Dial connects to the socket at path.
 func Dial(path string, timeout time.Duration) (*Client, error) {
-	c := &Client{path: path, timeout: timeout}
+	c := &Client{path: path, timeout: timeout, callTimeout: DefaultCallTimeout}
 	if err := c.dial(); err != nil {
 		return nil, err
 	}
@@ -460,7 +470,7 @@ func (c *Client) Call(cmd string, args ...string) (json.RawMessage, error) {
 	if err := c.ready(); err != nil {
 		return nil, err
 	}
-	if err := c.conn.SetDeadline(time.Now().Add(15 * time.Second)); err != nil {
+	if err := c.conn.SetDeadline(time.Now().Add(c.callTimeout)); err != nil {
 		return nil, err
 	}
 	if err := json.NewEncoder(c.conn).Encode(Request{Cmd: cmd, Args: args}); err != nil {

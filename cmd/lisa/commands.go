@@ -76,6 +76,18 @@ func commands() []command {
 			run:     healthCmd,
 		},
 		{
+			name:    "backup",
+			usage:   "--config FILE --to PATH",
+			summary: "write a consistent snapshot of Lisa's data dir to a new file, while she runs or not",
+			run:     backupCmd,
+		},
+		{
+			name:    "restore",
+			usage:   "--config FILE --from PATH",
+			summary: "restore a backup into an empty data dir (Lisa stopped); she never answers twice after it",
+			run:     restoreCmd,
+		},
+		{
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
