@@ -260,7 +260,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // page returns the data gathered within CacheFor, or gathers it, one
-// request at a time: the others wait for it (or for their ctx).
+// request at a time: the others wait for it (or for their ctx). The
+// provider must return by ctx's end (Timeout), with what it has.
 func (h *handler) page(ctx context.Context) (Page, error) {
 	select {
 	case h.gather <- struct{}{}:
@@ -274,9 +275,6 @@ func (h *handler) page(ctx context.Context) (Page, error) {
 	pg, err := h.p(ctx)
 	if err != nil {
 		return Page{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return Page{}, fmt.Errorf("gathering took longer than %s: %w", h.o.Timeout, err)
 	}
 	h.cached, h.at = pg, h.o.Now()
 	return pg, nil
