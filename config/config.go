@@ -270,8 +270,10 @@ type RuntimeConfig struct {
 	// StatusAllowRemote allows a non-loopback StatusListen; StatusToken
 	// is then required, and every request must carry it.
 	StatusAllowRemote bool `koanf:"status_allow_remote"`
-	// StatusToken is the bearer token of a remote status page, as
-	// env:NAME.
+	// StatusToken is the status page's bearer token, as env:NAME:
+	// required with StatusAllowRemote, and on a loopback page it keeps
+	// other users of the machine out. Resolve refuses one with under
+	// 128 bits of randomness (see TokenStrengthBits).
 	StatusToken SecretRef `koanf:"status_token"`
 }
 

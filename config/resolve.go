@@ -121,6 +121,12 @@ func Resolve(cfg Config, baseDir string, env LookupEnv) (Resolved, error) {
 	r.LLMAPIKey = resolveSecret(&found, "llm.api_key", cfg.LLM.APIKey, false, env)
 	r.SearchAPIKey = resolveSecret(&found, "search.api_key", cfg.Search.APIKey, false, env)
 	r.StatusToken = resolveSecret(&found, "runtime.status_token", cfg.Runtime.StatusToken, cfg.Runtime.StatusAllowRemote && cfg.Runtime.StatusListen != "", env)
+	if !r.StatusToken.IsZero() {
+		if bits := TokenStrengthBits(r.StatusToken.Reveal()); bits < MinStatusTokenBits {
+			found.add("runtime.status_token", "the value behind %s has about %.0f bits of randomness by Lisa's estimate, under the %d required (the value is not shown); "+
+				"make one with: openssl rand -base64 32 | tr -d '=' (see docs/configuration.md)", cfg.Runtime.StatusToken, bits, MinStatusTokenBits)
+		}
+	}
 
 	if pathProblem(cfg.Persona.Path) == "" {
 		p := absJoin(baseDir, cfg.Persona.Path)

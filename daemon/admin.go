@@ -149,7 +149,26 @@ func (d *Daemon) Handle(_ context.Context, cmd string, args []string) (any, erro
 }
 
 func (d *Daemon) roomStatus(id string) (*messages.RoomStatus, bool) {
-	res, err := d.sys.Root.RequestFuture(d.sys.RoomPID(id), &messages.RoomStatusRequest{}, askTimeout).Result()
+	return d.roomStatusCtx(context.Background(), id)
+}
+
+// askWithin is askTimeout, or what is left of ctx when that is less; ok
+// is false when nothing is left.
+func askWithin(ctx context.Context) (time.Duration, bool) {
+	t := askTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		t = min(t, time.Until(dl))
+	}
+	return t, ctx.Err() == nil && t > 0
+}
+
+// roomStatusCtx asks a room for its status, within ctx.
+func (d *Daemon) roomStatusCtx(ctx context.Context, id string) (*messages.RoomStatus, bool) {
+	t, ok := askWithin(ctx)
+	if !ok {
+		return nil, false
+	}
+	res, err := d.sys.Root.RequestFuture(d.sys.RoomPID(id), &messages.RoomStatusRequest{}, t).Result()
 	st, ok := res.(*messages.RoomStatus)
 	return st, err == nil && ok
 }
@@ -168,8 +187,15 @@ func (d *Daemon) digests() (map[string]string, error) {
 	return out, nil
 }
 
-func (d *Daemon) running() map[messages.RoomID]bool {
-	res, err := d.sys.Root.RequestFuture(d.sys.RoomsPID(), &messages.RoomsStatusRequest{}, askTimeout).Result()
+func (d *Daemon) running() map[messages.RoomID]bool { return d.runningCtx(context.Background()) }
+
+// runningCtx asks the room supervisor which rooms run, within ctx.
+func (d *Daemon) runningCtx(ctx context.Context) map[messages.RoomID]bool {
+	t, ok := askWithin(ctx)
+	if !ok {
+		return map[messages.RoomID]bool{}
+	}
+	res, err := d.sys.Root.RequestFuture(d.sys.RoomsPID(), &messages.RoomsStatusRequest{}, t).Result()
 	if st, ok := res.(*messages.RoomsStatus); err == nil && ok {
 		return st.Running
 	}
@@ -313,10 +339,19 @@ func (d *Daemon) journal(args []string) ([]string, error) {
 }
 
 func (d *Daemon) health() HealthReport {
+	r, _, _ := d.healthWithin(context.Background())
+	return r
+}
+
+// healthWithin is the health report, asking the rooms within ctx, with
+// what they answered: each room's status (absent: no answer) and which
+// rooms run. Rooms not asked before ctx ended are named in a reason.
+func (d *Daemon) healthWithin(ctx context.Context) (HealthReport, map[string]*messages.RoomStatus, map[messages.RoomID]bool) {
+	statuses := map[string]*messages.RoomStatus{}
 	if err := d.store.Err(); err != nil {
 		// The actors are stopping or gone: nothing else to ask.
 		return HealthReport{Status: "failed", Reasons: []string{
-			"the store could not sync to disk (" + err.Error() + "); Lisa sends nothing more and is stopping, to be restarted"}}
+			"the store could not sync to disk (" + err.Error() + "); Lisa sends nothing more and is stopping, to be restarted"}}, statuses, map[messages.RoomID]bool{}
 	}
 	r := HealthReport{Status: "healthy"}
 	now := time.Now()
@@ -329,7 +364,8 @@ func (d *Daemon) health() HealthReport {
 			r.Reasons = append(r.Reasons, fmt.Sprintf("no successful sync for %s", age.Round(time.Second)))
 		}
 	}
-	for _, up := range d.running() {
+	running := d.runningCtx(ctx)
+	for _, up := range running {
 		if up {
 			r.RoomsRunning++
 		} else {
@@ -339,11 +375,16 @@ func (d *Daemon) health() HealthReport {
 	if r.RoomsStopped > 0 {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("%d room(s) stopped after repeated failures", r.RoomsStopped))
 	}
-	for _, id := range d.rooms {
-		st, ok := d.roomStatus(id)
+	for i, id := range d.rooms {
+		if _, ok := askWithin(ctx); !ok {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("%d of %d rooms were not asked for their status in time", len(d.rooms)-i, len(d.rooms)))
+			break
+		}
+		st, ok := d.roomStatusCtx(ctx, id)
 		if !ok {
 			continue
 		}
+		statuses[id] = st
 		for _, inv := range st.Invocations {
 			if inv.Ready && inv.ReadyAtMs > 0 {
 				r.OldestReadySeconds = max(r.OldestReadySeconds, now.Sub(time.UnixMilli(inv.ReadyAtMs)).Round(time.Second).Seconds())
@@ -370,7 +411,7 @@ func (d *Daemon) health() HealthReport {
 	if len(r.Reasons) > 0 {
 		r.Status = "degraded"
 	}
-	return r
+	return r, statuses, running
 }
 
 // crashForTest makes a room actor panic; only with the admin-crash

@@ -335,8 +335,10 @@ func (d *Daemon) serve(cfg config.Config, met *metrics.Metrics, token config.Sec
 		d.log.Info("metrics served", "address", d.metrics.Addr())
 	}
 	if cfg.Runtime.StatusListen != "" {
-		opts := status.Options{Logger: d.log}
-		if cfg.Runtime.StatusAllowRemote && !token.IsZero() {
+		opts := status.Options{Logger: d.log, OnAuthFailure: met.StatusAuthFailed}
+		if !token.IsZero() {
+			// A token protects a loopback page too: from other users of
+			// this machine (docs/security.md).
 			opts.Token = token.Reveal()
 		}
 		if d.status, err = status.Serve(cfg.Runtime.StatusListen, d.statusPage, opts); err != nil {

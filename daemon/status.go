@@ -121,9 +121,11 @@ func (n *roomNames) read(parent context.Context, rooms []string) {
 // statusPage gathers the status page's data: health, rooms, actors, the
 // event trail and the latency of recent answers. No body, prompt, token
 // or display name is in any of them.
-func (d *Daemon) statusPage(context.Context) (status.Page, error) {
+func (d *Daemon) statusPage(ctx context.Context) (status.Page, error) {
 	now := time.Now()
-	h := d.health()
+	// Every room is asked once, within ctx; the listed rooms' rows come
+	// from the same answers.
+	h, statuses, running := d.healthWithin(ctx)
 	pg := status.Page{GeneratedAt: now, Health: status.Health{Status: h.Status, Reasons: h.Reasons,
 		LastSyncAgeSeconds: h.LastSyncAgeSeconds, RoomsRunning: h.RoomsRunning, RoomsStopped: h.RoomsStopped, ToolQueue: h.ToolQueue}}
 	rooms := d.rooms
@@ -132,10 +134,9 @@ func (d *Daemon) statusPage(context.Context) (status.Page, error) {
 		rooms = rooms[:statusRooms]
 	}
 	names := d.names.get(rooms, now)
-	running := d.running()
 	for _, id := range rooms {
 		row := status.Room{ID: id, Name: names[id], Running: running[messages.RoomID(id)], State: "stopped"}
-		if st, ok := d.roomStatus(id); ok {
+		if st, ok := statuses[id]; ok {
 			row.State, row.Queue, row.Answered = st.Phase, len(st.Queue), st.Answered
 			if st.LastReplyAtMs > 0 {
 				row.LastAnswer = time.UnixMilli(st.LastReplyAtMs)
@@ -143,9 +144,11 @@ func (d *Daemon) statusPage(context.Context) (status.Page, error) {
 		}
 		pg.Rooms = append(pg.Rooms, row)
 	}
+	var actors []status.Actor
 	for _, s := range d.sys.Registry.Snapshot(d.sys.Actors) {
-		pg.Actors = append(pg.Actors, status.Actor{ID: s.ID, Mailbox: s.Len, Posted: s.Posted, Received: s.Received, Restarts: s.Restarts, Failures: s.Failures})
+		actors = append(actors, status.Actor{ID: s.ID, Mailbox: s.Len, Posted: s.Posted, Received: s.Received, Restarts: s.Restarts, Failures: s.Failures})
 	}
+	pg.Actors, pg.ActorTotals = status.TopActors(actors, status.MaxActors)
 	recent := d.trail.Recent("", statusLatencySamples)
 	var took []int64
 	for i, e := range recent {

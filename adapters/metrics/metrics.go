@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lisabot/lisa/hostguard"
 )
 
 // ActorStat is one actor's figures, as the mailbox registry reports them.
@@ -46,6 +48,7 @@ type Metrics struct {
 	llmFailures *prometheus.CounterVec
 	llmRefusing prometheus.Gauge
 	llmTokens   *prometheus.CounterVec
+	statusAuth  *prometheus.CounterVec
 
 	mu      sync.Mutex
 	refusal LLMRefusal
@@ -88,8 +91,10 @@ func New(src Sources) *Metrics {
 			Help: "1 while the LLM server refuses every request until the configuration changes (since its last refusal of that kind, until a request succeeds), else 0."}),
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_llm_tokens_total",
 			Help: "Tokens of LLM requests by kind (prompt, completion), as the server reported them or estimated from bytes."}, []string{"kind"}),
+		statusAuth: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_status_auth_failures_total",
+			Help: "Status page requests refused for their token by reason (wrong_token; throttled: refused unread while wrong tokens are throttled)."}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens,
+	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens, m.statusAuth,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }
@@ -171,6 +176,10 @@ func (m *Metrics) ToolCall(tool, result string, bytes int) {
 // their URL did not appear in the invocation.
 func (m *Metrics) LinksUnverified(n int) { m.links.Add(float64(n)) }
 
+// StatusAuthFailed counts one status page request refused for its token
+// ("wrong_token" or "throttled").
+func (m *Metrics) StatusAuthFailed(reason string) { m.statusAuth.WithLabelValues(reason).Inc() }
+
 // Handler serves the metrics in Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
@@ -183,7 +192,9 @@ type Server struct {
 }
 
 // Serve listens on addr, which must be a loopback address, and serves
-// /metrics until Close.
+// /metrics until Close. Only a loopback literal, "localhost" or addr's
+// host is accepted as a request's Host (421 otherwise): a web site that
+// rebinds its name to 127.0.0.1 reads nothing.
 func Serve(addr string, m *Metrics) (*Server, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -201,7 +212,14 @@ func Serve(addr string, m *Metrics) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	guard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostguard.Local(r.Host, host) {
+			http.Error(w, "this server answers only to its own address (127.0.0.1, [::1], localhost)", http.StatusMisdirectedRequest)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	s := &Server{srv: &http.Server{Handler: guard, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }

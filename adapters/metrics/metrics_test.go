@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ func TestServeScrape(t *testing.T) {
 	m.LLMRetry("llm_unavailable")
 	m.ToolCall("web_search", "ok", 100)
 	m.Lookup("reply", "lookup_dropped")
+	m.StatusAuthFailed("wrong_token")
 	if _, err := Serve("0.0.0.0:0", m); err == nil {
 		t.Fatal("served on a non-loopback address")
 	}
@@ -44,6 +46,7 @@ func TestServeScrape(t *testing.T) {
 		`lisa_tool_output_bytes_total 100`, `lisa_actor_mailbox_length{actor="app/rooms"} 2`,
 		`lisa_actor_restarts_total{actor="app/rooms"} 1`, `lisa_store_bytes 4096`, `lisa_sync_lag_seconds 3`,
 		`lisa_redaction_lookups_total{kind="reply",result="lookup_dropped"} 1`,
+		`lisa_status_auth_failures_total{reason="wrong_token"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("scrape lacks %q", want)
@@ -98,6 +101,42 @@ func TestLLMRefusal(t *testing.T) {
 		`lisa_llm_failures_total{cause="timeout"} 1`, `lisa_llm_failures_total{cause="model_not_found"} 1`, "lisa_llm_refusing 0"} {
 		if !strings.Contains(rec.String(), want) {
 			t.Errorf("scrape lacks %q", want)
+		}
+	}
+}
+
+// TestServeRefusesOtherHosts (#39 item 2): /metrics answers only to a
+// loopback literal, localhost or its listening host; a name a web site
+// rebinds to 127.0.0.1 gets 421 and no figures.
+func TestServeRefusesOtherHosts(t *testing.T) {
+	m := New(Sources{})
+	m.SyncDone(true)
+	s, err := Serve("127.0.0.1:0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, port, _ := net.SplitHostPort(s.Addr())
+	for _, c := range []struct {
+		host string
+		code int
+	}{
+		{s.Addr(), 200}, {"localhost:" + port, 200}, {"[::1]:" + port, 200},
+		{"rebind.attacker.example:" + port, 421}, {"rebind.attacker.example", 421},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/metrics", nil)
+		req.Host = c.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("Host %q: %d, want %d", c.host, resp.StatusCode, c.code)
+		}
+		if c.code == 421 && strings.Contains(string(body), "lisa_sync_requests_total") {
+			t.Errorf("Host %q: the figures were served", c.host)
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,7 +16,11 @@ type Page struct {
 	Rooms          []Room    `json:"rooms"`
 	// MoreRooms counts allowed rooms left off the page.
 	MoreRooms  int          `json:"more_rooms,omitempty"`
-	Actors     []Actor      `json:"actors"`
+	// Actors are the actors with the fullest mailboxes and the most
+	// failures and restarts (at most MaxActors, see TopActors);
+	// ActorTotals sums every live actor.
+	Actors      []Actor     `json:"actors"`
+	ActorTotals ActorTotals `json:"actor_totals"`
 	Trail      []Event      `json:"trail"`
 	Latency    []Bucket     `json:"latency"`
 	NotAllowed []NotAllowed `json:"not_allowed_rooms,omitempty"`
@@ -50,6 +57,47 @@ type Actor struct {
 	Received int64  `json:"received"`
 	Restarts int64  `json:"restarts"`
 	Failures int64  `json:"failures"`
+}
+
+// ActorTotals sums the figures of every live actor.
+type ActorTotals struct {
+	Count    int   `json:"count"`
+	Mailbox  int   `json:"mailbox"`
+	Restarts int64 `json:"restarts"`
+	Failures int64 `json:"failures"`
+	// Shown is how many of them the page lists.
+	Shown int `json:"shown"`
+}
+
+// MaxActors is how many actors the page lists.
+const MaxActors = 50
+
+// TopActors returns at most n of all: the actors outside app/rooms/
+// (the few fixed ones: app, rooms, sync, tools and its workers) first,
+// then the others by mailbox, failures and restarts, highest first, in
+// ID order where equal; and the totals of all. A page with 10,000 rooms
+// lists n actors, not 10,000.
+func TopActors(all []Actor, n int) ([]Actor, ActorTotals) {
+	t := ActorTotals{Count: len(all)}
+	for _, a := range all {
+		t.Mailbox += a.Mailbox
+		t.Restarts += a.Restarts
+		t.Failures += a.Failures
+	}
+	fixed := func(a Actor) bool { return !strings.HasPrefix(a.ID, "app/rooms/") }
+	sorted := slices.Clone(all)
+	slices.SortStableFunc(sorted, func(a, b Actor) int {
+		if fa, fb := fixed(a), fixed(b); fa != fb {
+			if fa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(b.Mailbox, a.Mailbox), cmp.Compare(b.Failures, a.Failures), cmp.Compare(b.Restarts, a.Restarts), strings.Compare(a.ID, b.ID))
+	})
+	sorted = sorted[:min(n, len(sorted))]
+	t.Shown = len(sorted)
+	return sorted, t
 }
 
 // Event is one entry of the event trail.

@@ -13,8 +13,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/lisabot/lisa/hostguard"
 )
 
 //go:embed page.html
@@ -30,8 +34,22 @@ const CSP = "default-src 'none'; style-src 'self'; img-src 'none'; script-src 'n
 // DefaultRefresh is how often the page reloads itself.
 const DefaultRefresh = 5 * time.Second
 
-// provideTimeout bounds gathering the page's data.
-const provideTimeout = 8 * time.Second
+// Defaults of [Options].
+const (
+	// DefaultTimeout bounds gathering the page's data.
+	DefaultTimeout = 8 * time.Second
+	// DefaultCacheFor is how long gathered data is shown again before it
+	// is gathered anew.
+	DefaultCacheFor = time.Second
+	// DefaultMaxConcurrent is how many requests are served at once;
+	// more get 503 with Retry-After.
+	DefaultMaxConcurrent = 4
+	// DefaultAuthBurst is how many wrong tokens are answered before
+	// they are throttled; DefaultAuthEvery is how often one more is
+	// allowed after that.
+	DefaultAuthBurst = 10
+	DefaultAuthEvery = time.Second
+)
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ms": func(ms int64) string {
@@ -49,9 +67,34 @@ type Options struct {
 	// authentication (what a browser sends). Without it the address must
 	// be loopback.
 	Token string
+	// ListenHost is the host part of the listening address; without a
+	// token only it, a loopback literal or "localhost" is accepted as a
+	// request's Host (421 otherwise), so a web site that rebinds its name
+	// to this machine reads nothing. Serve fills it in.
+	ListenHost string
 	// Refresh is the page's self-refresh interval (DefaultRefresh).
 	Refresh time.Duration
-	Logger  *slog.Logger
+	// Timeout bounds gathering the data of one load (DefaultTimeout).
+	Timeout time.Duration
+	// CacheFor is how long gathered data is reused (DefaultCacheFor); a
+	// load within it asks nothing of the rest of Lisa.
+	CacheFor time.Duration
+	// MaxConcurrent bounds the requests served at once
+	// (DefaultMaxConcurrent); the excess gets 503 with Retry-After.
+	MaxConcurrent int
+	// AuthBurst and AuthEvery throttle wrong tokens: AuthBurst of them,
+	// then one per AuthEvery, all requests together; a request with a
+	// token beyond that gets 429 with Retry-After before its token is
+	// looked at (DefaultAuthBurst, DefaultAuthEvery).
+	AuthBurst int
+	AuthEvery time.Duration
+	// OnAuthFailure, if set, is called for every wrong or throttled
+	// token with the reason ("wrong_token", "throttled"): the metric
+	// lisa_status_auth_failures_total.
+	OnAuthFailure func(reason string)
+	// Now is the clock (time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Server is a running status page.
@@ -73,11 +116,8 @@ func Serve(addr string, p Provider, o Options) (*Server, error) {
 			return nil, fmt.Errorf("status: %s is not a loopback address and no token is set (runtime.status_allow_remote, runtime.status_token)", addr)
 		}
 	}
-	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	if o.ListenHost == "" {
+		o.ListenHost = host
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -107,15 +147,45 @@ func Handler(p Provider, o Options) http.Handler {
 	if o.Refresh <= 0 {
 		o.Refresh = DefaultRefresh
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.CacheFor <= 0 {
+		o.CacheFor = DefaultCacheFor
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if o.AuthBurst <= 0 {
+		o.AuthBurst = DefaultAuthBurst
+	}
+	if o.AuthEvery <= 0 {
+		o.AuthEvery = DefaultAuthEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &handler{p: p, o: o}
+	if o.OnAuthFailure == nil {
+		o.OnAuthFailure = func(string) {}
+	}
+	return &handler{p: p, o: o, slots: make(chan struct{}, o.MaxConcurrent), gather: make(chan struct{}, 1),
+		auth: bucket{burst: float64(o.AuthBurst), every: o.AuthEvery, tokens: float64(o.AuthBurst)}}
 }
 
 type handler struct {
 	p Provider
 	o Options
+	// slots holds one value per request being served.
+	slots chan struct{}
+	// gather is held while the data is gathered; cached and at are the
+	// last data gathered and when (under gather).
+	gather chan struct{}
+	cached Page
+	at     time.Time
+	auth   bucket
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -125,9 +195,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cache-Control", "no-store")
-	if !h.authorized(r) {
+	if h.o.Token == "" && !hostguard.Local(r.Host, h.o.ListenHost) {
+		http.Error(w, "this server answers only to its own address (127.0.0.1, [::1], localhost)", http.StatusMisdirectedRequest)
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		hd.Set("Retry-After", "1")
+		http.Error(w, "busy; try again", http.StatusServiceUnavailable)
+		return
+	}
+	switch h.authorize(r) {
+	case authMissing, authWrong:
 		hd.Set("WWW-Authenticate", `Basic realm="Lisa status", charset="UTF-8"`)
 		http.Error(w, "a token is required", http.StatusUnauthorized)
+		return
+	case authThrottled:
+		hd.Set("Retry-After", strconv.Itoa(max(int(h.o.AuthEvery.Round(time.Second)/time.Second), 1)))
+		http.Error(w, "too many wrong tokens; try again later", http.StatusTooManyRequests)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -145,9 +232,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), provideTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
-	pg, err := h.p(ctx)
+	pg, err := h.page(ctx)
 	if err != nil {
 		h.o.Logger.Warn("status page: gathering the data failed", "error", err)
 		http.Error(w, "status unavailable", http.StatusServiceUnavailable)
@@ -172,10 +259,42 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// authorized checks the token, when one is set.
-func (h *handler) authorized(r *http.Request) bool {
+// page returns the data gathered within CacheFor, or gathers it, one
+// request at a time: the others wait for it (or for their ctx). The
+// provider must return by ctx's end (Timeout), with what it has.
+func (h *handler) page(ctx context.Context) (Page, error) {
+	select {
+	case h.gather <- struct{}{}:
+		defer func() { <-h.gather }()
+	case <-ctx.Done():
+		return Page{}, ctx.Err()
+	}
+	if !h.at.IsZero() && h.o.Now().Sub(h.at) < h.o.CacheFor {
+		return h.cached, nil
+	}
+	pg, err := h.p(ctx)
+	if err != nil {
+		return Page{}, err
+	}
+	h.cached, h.at = pg, h.o.Now()
+	return pg, nil
+}
+
+// authResult is what a request's token amounts to.
+type authResult int
+
+const (
+	authOK authResult = iota
+	authMissing
+	authWrong
+	authThrottled
+)
+
+// authorize checks the token, when one is set. A request that carries a
+// token while wrong ones are throttled is refused before it is compared.
+func (h *handler) authorize(r *http.Request) authResult {
 	if h.o.Token == "" {
-		return true
+		return authOK
 	}
 	given := ""
 	if _, pw, ok := r.BasicAuth(); ok {
@@ -183,5 +302,52 @@ func (h *handler) authorized(r *http.Request) bool {
 	} else if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		given = strings.TrimSpace(b)
 	}
-	return given != "" && subtle.ConstantTimeCompare([]byte(given), []byte(h.o.Token)) == 1
+	if given == "" {
+		return authMissing
+	}
+	if h.auth.throttled(h.o.Now()) {
+		h.o.OnAuthFailure("throttled")
+		return authThrottled
+	}
+	if subtle.ConstantTimeCompare([]byte(given), []byte(h.o.Token)) == 1 {
+		return authOK
+	}
+	h.auth.spend(h.o.Now())
+	h.o.OnAuthFailure("wrong_token")
+	return authWrong
+}
+
+// bucket is a token bucket of wrong tokens: burst of them, refilled by
+// one every every.
+type bucket struct {
+	mu     sync.Mutex
+	burst  float64
+	every  time.Duration
+	tokens float64
+	at     time.Time
+}
+
+func (b *bucket) refill(now time.Time) {
+	if !b.at.IsZero() && now.After(b.at) {
+		b.tokens = min(b.burst, b.tokens+float64(now.Sub(b.at))/float64(b.every))
+	}
+	if b.at.IsZero() || now.After(b.at) {
+		b.at = now
+	}
+}
+
+// throttled reports whether no wrong token may be tried now.
+func (b *bucket) throttled(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	return b.tokens < 1
+}
+
+// spend takes one wrong token from the bucket.
+func (b *bucket) spend(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	b.tokens = max(b.tokens-1, 0)
 }

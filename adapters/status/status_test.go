@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -28,7 +31,12 @@ func samplePage(context.Context) (Page, error) {
 func get(t *testing.T, h http.Handler, method, path string, hdr ...string) *http.Response {
 	t.Helper()
 	req := httptest.NewRequest(method, path, nil)
+	req.Host = "127.0.0.1:8088"
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	rec := httptest.NewRecorder()
@@ -150,5 +158,169 @@ func TestServeRefusesRemoteWithoutToken(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("loopback: %d", resp.StatusCode)
+	}
+}
+
+// TestHostWithoutToken (#39 item 2): without a token only a loopback
+// literal, localhost or the listening host is accepted as Host; a name a
+// web site could rebind to 127.0.0.1 gets 421 and no data. With a token
+// the token decides.
+func TestHostWithoutToken(t *testing.T) {
+	h := Handler(samplePage, Options{ListenHost: "127.0.0.1"})
+	for _, c := range []struct {
+		host string
+		code int
+	}{
+		{"127.0.0.1:8088", 200}, {"127.0.0.1", 200}, {"[::1]:8088", 200}, {"localhost:8088", 200}, {"localhost", 200},
+		{"rebind.attacker.example", 421}, {"rebind.attacker.example:8088", 421}, {"localhost.attacker.example", 421}, {"", 421},
+	} {
+		resp := get(t, h, "GET", "/status.json", "Host", c.host)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != c.code {
+			t.Errorf("Host %q: %d, want %d", c.host, resp.StatusCode, c.code)
+		}
+		if c.code == 421 && strings.Contains(string(body), "!r:hs") {
+			t.Errorf("Host %q: the data was served: %s", c.host, body)
+		}
+	}
+	withToken := Handler(samplePage, Options{Token: "s3cret-token", ListenHost: "0.0.0.0"})
+	if r := get(t, withToken, "GET", "/status.json", "Host", "lisa.example:8088", "Authorization", "Bearer s3cret-token"); r.StatusCode != 200 {
+		t.Errorf("token, named host: %d", r.StatusCode)
+	}
+	if r := get(t, withToken, "GET", "/status.json", "Host", "rebind.attacker.example"); r.StatusCode != 401 {
+		t.Errorf("token, no credentials: %d", r.StatusCode)
+	}
+}
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestWrongTokensAreThrottledAndCounted (#39 item 7): AuthBurst wrong
+// tokens get 401, the next one 429 with Retry-After before it is
+// compared (even the right token waits), each counted by reason; one
+// AuthEvery later one more try is allowed; requests without credentials
+// only get the challenge and cost nothing.
+func TestWrongTokensAreThrottledAndCounted(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)}
+	counts := map[string]int{}
+	var mu sync.Mutex
+	h := Handler(samplePage, Options{Token: "s3cret-token", AuthBurst: 3, AuthEvery: 2 * time.Second, Now: clk.Now,
+		OnAuthFailure: func(r string) { mu.Lock(); counts[r]++; mu.Unlock() }})
+	wrong := []string{"Authorization", "Bearer guess"}
+	right := []string{"Authorization", "Bearer s3cret-token"}
+	for i := range 5 {
+		if r := get(t, h, "GET", "/status.json"); r.StatusCode != 401 {
+			t.Fatalf("no credentials %d: %d", i, r.StatusCode)
+		}
+	}
+	for i := range 3 {
+		if r := get(t, h, "GET", "/status.json", wrong...); r.StatusCode != 401 {
+			t.Fatalf("wrong token %d: %d, want 401", i, r.StatusCode)
+		}
+	}
+	r := get(t, h, "GET", "/status.json", wrong...)
+	if r.StatusCode != 429 || r.Header.Get("Retry-After") != "2" {
+		t.Errorf("4th wrong token: %d, Retry-After %q; want 429, 2", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	if r := get(t, h, "GET", "/status.json", right...); r.StatusCode != 429 {
+		t.Errorf("right token while throttled: %d, want 429", r.StatusCode)
+	}
+	clk.add(2 * time.Second)
+	if r := get(t, h, "GET", "/status.json", right...); r.StatusCode != 200 {
+		t.Errorf("right token after the refill: %d", r.StatusCode)
+	}
+	if r := get(t, h, "GET", "/status.json", wrong...); r.StatusCode != 401 {
+		t.Errorf("one wrong token after the refill: %d, want 401", r.StatusCode)
+	}
+	if r := get(t, h, "GET", "/status.json", wrong...); r.StatusCode != 429 {
+		t.Errorf("the next: %d, want 429", r.StatusCode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if counts["wrong_token"] != 4 || counts["throttled"] != 3 {
+		t.Errorf("counted %v, want wrong_token 4, throttled 3", counts)
+	}
+}
+
+// TestLoadsAreBounded (#39 item 6): a load within CacheFor of the last
+// gathers nothing; loads beyond MaxConcurrent get 503 with Retry-After;
+// a provider that does not finish within Timeout gives 503 at Timeout.
+func TestLoadsAreBounded(t *testing.T) {
+	clk := &fakeClock{now: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)}
+	var gathered atomic.Int32
+	counting := func(ctx context.Context) (Page, error) { gathered.Add(1); return samplePage(ctx) }
+	h := Handler(counting, Options{Now: clk.Now, CacheFor: time.Second})
+	for range 3 {
+		get(t, h, "GET", "/")
+		get(t, h, "GET", "/status.json")
+	}
+	if n := gathered.Load(); n != 1 {
+		t.Errorf("6 loads within the cache window gathered %d times, want 1", n)
+	}
+	clk.add(time.Second)
+	get(t, h, "GET", "/status.json")
+	if n := gathered.Load(); n != 2 {
+		t.Errorf("a load after the window: gathered %d times, want 2", n)
+	}
+
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	blocking := func(ctx context.Context) (Page, error) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return samplePage(ctx)
+	}
+	hb := Handler(blocking, Options{MaxConcurrent: 2})
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes <- get(t, hb, "GET", "/status.json").StatusCode }()
+	}
+	<-entered // one gathers, the other waits for it: both hold a slot
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// A probe with an ended context never waits: it either finds no
+		// slot (what is looked for) or gives up at once.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequestWithContext(ctx, "GET", "/status.json", nil)
+		req.Host = "127.0.0.1"
+		hb.ServeHTTP(rec, req)
+		r := rec.Result()
+		if r.StatusCode == 503 && r.Header.Get("Retry-After") == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a third concurrent load got %d, want 503 with Retry-After", r.StatusCode)
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != 200 {
+			t.Errorf("a load within the limit: %d", c)
+		}
+	}
+
+	slow := Handler(func(ctx context.Context) (Page, error) { <-ctx.Done(); return Page{}, ctx.Err() }, Options{Timeout: 50 * time.Millisecond})
+	if r := get(t, slow, "GET", "/"); r.StatusCode != 503 {
+		t.Errorf("a provider past the timeout: %d, want 503", r.StatusCode)
 	}
 }
