@@ -125,7 +125,8 @@ func (d *Daemon) statusPage(context.Context) (status.Page, error) {
 	now := time.Now()
 	h := d.health()
 	pg := status.Page{GeneratedAt: now, Health: status.Health{Status: h.Status, Reasons: h.Reasons,
-		LastSyncAgeSeconds: h.LastSyncAgeSeconds, RoomsRunning: h.RoomsRunning, RoomsStopped: h.RoomsStopped, ToolQueue: h.ToolQueue}}
+		LastSyncAgeSeconds: h.LastSyncAgeSeconds, RoomsRunning: h.RoomsRunning, RoomsStopped: h.RoomsStopped, ToolQueue: h.ToolQueue},
+		Version: d.build.String()}
 	rooms := d.rooms
 	if len(rooms) > statusRooms {
 		pg.MoreRooms = len(rooms) - statusRooms

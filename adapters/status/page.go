@@ -10,7 +10,9 @@ type Page struct {
 	GeneratedAt    time.Time `json:"generated_at"`
 	RefreshSeconds int       `json:"refresh_seconds"`
 	Health         Health    `json:"health"`
-	Rooms          []Room    `json:"rooms"`
+	// Version is the one line of the binary's build info.
+	Version string `json:"version,omitempty"`
+	Rooms   []Room `json:"rooms"`
 	// MoreRooms counts allowed rooms left off the page.
 	MoreRooms  int          `json:"more_rooms,omitempty"`
 	Actors     []Actor      `json:"actors"`
