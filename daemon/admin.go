@@ -15,6 +15,7 @@ import (
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/adapters/llm"
 	"github.com/lisabot/lisa/adapters/metrics"
+	"github.com/lisabot/lisa/buildinfo"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/persistence"
 )
@@ -87,12 +88,14 @@ type InvocationRow struct {
 
 // HealthReport is the answer of "health" and the output of lisa health.
 type HealthReport struct {
-	Status             string   `json:"status"` // healthy, degraded, failed, unreachable
-	Reasons            []string `json:"reasons,omitempty"`
-	LastSyncAgeSeconds float64  `json:"last_sync_age_seconds"`
-	RoomsRunning       int      `json:"rooms_running"`
-	RoomsStopped       int      `json:"rooms_stopped"`
-	OldestReadySeconds float64  `json:"oldest_ready_reply_age_seconds,omitempty"`
+	Status string `json:"status"` // healthy, degraded, failed, unreachable
+	// Build is the running binary's build info (absent when unreachable).
+	Build              *buildinfo.Info `json:"build,omitempty"`
+	Reasons            []string        `json:"reasons,omitempty"`
+	LastSyncAgeSeconds float64         `json:"last_sync_age_seconds"`
+	RoomsRunning       int             `json:"rooms_running"`
+	RoomsStopped       int             `json:"rooms_stopped"`
+	OldestReadySeconds float64         `json:"oldest_ready_reply_age_seconds,omitempty"`
 	// HeldReplies counts replies the homeserver refused with M_FORBIDDEN,
 	// waiting for a room to be fixed; any makes the daemon degraded.
 	HeldReplies int `json:"held_replies,omitempty"`
@@ -350,10 +353,10 @@ func (d *Daemon) healthWithin(ctx context.Context) (HealthReport, map[string]*me
 	statuses := map[string]*messages.RoomStatus{}
 	if err := d.store.Err(); err != nil {
 		// The actors are stopping or gone: nothing else to ask.
-		return HealthReport{Status: "failed", Reasons: []string{
+		return HealthReport{Status: "failed", Build: &d.build, Reasons: []string{
 			"the store could not sync to disk (" + err.Error() + "); Lisa sends nothing more and is stopping, to be restarted"}}, statuses, map[messages.RoomID]bool{}
 	}
-	r := HealthReport{Status: "healthy"}
+	r := HealthReport{Status: "healthy", Build: &d.build}
 	now := time.Now()
 	if cur, err := d.store.Cursor(); err != nil || cur.GetUpdatedAtMs() == 0 {
 		r.Reasons = append(r.Reasons, "no successful sync yet")

@@ -23,6 +23,7 @@ import (
 	"github.com/lisabot/lisa/adapters/render"
 	"github.com/lisabot/lisa/adapters/status"
 	"github.com/lisabot/lisa/budget"
+	"github.com/lisabot/lisa/buildinfo"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
@@ -57,6 +58,8 @@ type Daemon struct {
 	syncAgeLimit time.Duration
 	// trail is the event trail (lisa shell: why, trail; the status page).
 	trail *trail.Trail
+	// build is the binary's build info (health, status page).
+	build buildinfo.Info
 	// status is the status page, when runtime.status_listen is set.
 	status *status.Server
 	// names caches room names for the status page.
@@ -113,6 +116,9 @@ type Deps struct {
 	// Clock, if set, is the clock token budgets read their day from (test
 	// builds move it past midnight); nil is time.Now.
 	Clock func() time.Time
+	// Build is the binary's build info, shown by `lisa health`, the status
+	// page and the lisa_build_info metric.
+	Build buildinfo.Info
 }
 
 // Start opens the store and starts the actor tree for res.
@@ -133,7 +139,7 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 		}
 		rep, err := meter.Report("", 1)
 		return rep.Remaining(), err == nil && rep.Budget > 0
-	})
+	}, deps.Build)
 	meter = newMeter(cfg, store, deps.Clock, met, log)
 	pool := tools.NewClient(sys.Root, sys.ToolsPID())
 	source := newSource(cfg, deps, store, clean, log)
@@ -141,7 +147,7 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool, met: met,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second,
 		trail:        trail.New(cfg.Runtime.TrailEvents, log),
-		names:        &roomNames{}, meter: meter}
+		names:        &roomNames{}, meter: meter, build: deps.Build}
 	if deps.Session != nil {
 		d.names.namer = deps.Session
 	}
@@ -192,7 +198,7 @@ func openStore(cfg config.Config, log *slog.Logger) (_ *persistence.Badger, clea
 }
 
 // newMetrics returns the metrics, reading actors and the store.
-func newMetrics(sys *app.System, store *persistence.Badger, budgetLeft func() (int64, bool)) *metrics.Metrics {
+func newMetrics(sys *app.System, store *persistence.Badger, budgetLeft func() (int64, bool), build buildinfo.Info) *metrics.Metrics {
 	return metrics.New(metrics.Sources{
 		Actors: func() []metrics.ActorStat {
 			var out []metrics.ActorStat
@@ -209,6 +215,7 @@ func newMetrics(sys *app.System, store *persistence.Badger, budgetLeft func() (i
 		},
 		StoreBytes:      store.Size,
 		BudgetRemaining: budgetLeft,
+		Build:           metrics.Build{Version: build.Version, Revision: build.Revision, GoVersion: build.GoVersion},
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/adapters/pandoc"
 	"github.com/lisabot/lisa/backoff"
+	"github.com/lisabot/lisa/buildinfo"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 )
@@ -33,6 +34,9 @@ type RunOptions struct {
 	Invoker InvokerFactory
 	// Arm, if set, arms test or chaos hooks.
 	Arm ArmFunc
+	// Build is the binary's build info (the start-up log line, health,
+	// the status page, lisa_build_info).
+	Build buildinfo.Info
 }
 
 // logStoppedStarting is logged when Lisa is stopped before she started.
@@ -64,6 +68,7 @@ const FailureHold = 5 * time.Second
 // nothing about pandoc or the homeserver.
 func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOptions) error {
 	parent := ctx
+	log.Info("lisa starting", opts.Build.LogAttrs()...)
 	if v, err := CheckConverter(ctx, res.Config); err != nil {
 		if ctx.Err() != nil {
 			log.Info(logStoppedStarting, "step", "converter check")
@@ -97,6 +102,7 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		HomeserverWasDown: waited,
 		Invoker:           opts.Invoker(session),
 		OnEncrypted:       func(room string) { enc.Mark(room, "sync") },
+		Build:             opts.Build,
 	}
 	var afterStop func()
 	if opts.Arm != nil {

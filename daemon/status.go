@@ -127,7 +127,8 @@ func (d *Daemon) statusPage(ctx context.Context) (status.Page, error) {
 	// from the same answers.
 	h, statuses, running := d.healthWithin(ctx)
 	pg := status.Page{GeneratedAt: now, Health: status.Health{Status: h.Status, Reasons: h.Reasons,
-		LastSyncAgeSeconds: h.LastSyncAgeSeconds, RoomsRunning: h.RoomsRunning, RoomsStopped: h.RoomsStopped, ToolQueue: h.ToolQueue}}
+		LastSyncAgeSeconds: h.LastSyncAgeSeconds, RoomsRunning: h.RoomsRunning, RoomsStopped: h.RoomsStopped, ToolQueue: h.ToolQueue},
+		Version: d.build.String()}
 	rooms := d.rooms
 	if len(rooms) > statusRooms {
 		pg.MoreRooms = len(rooms) - statusRooms

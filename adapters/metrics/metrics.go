@@ -31,6 +31,15 @@ type Sources struct {
 	// BudgetRemaining is the deployment's token budget left today; ok is
 	// false when no budget is set.
 	BudgetRemaining func() (tokens int64, ok bool)
+	// Build labels the lisa_build_info gauge.
+	Build Build
+}
+
+// Build is what the lisa_build_info gauge says about the binary.
+type Build struct {
+	Version   string
+	Revision  string
+	GoVersion string
 }
 
 // Metrics holds Lisa's instruments.
@@ -94,7 +103,10 @@ func New(src Sources) *Metrics {
 		statusAuth: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_status_auth_failures_total",
 			Help: "Status page requests refused for their token by reason (wrong_token; throttled: refused unread while wrong tokens are throttled)."}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens, m.statusAuth,
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lisa_build_info",
+		Help: "1, labelled with the binary's module version, VCS revision and Go version."}, []string{"version", "revision", "go_version"})
+	build.WithLabelValues(src.Build.Version, src.Build.Revision, src.Build.GoVersion).Set(1)
+	m.reg.MustRegister(build, m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens, m.statusAuth,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }

@@ -14,6 +14,7 @@ func TestServeScrape(t *testing.T) {
 		Actors:     func() []ActorStat { return []ActorStat{{ID: "app/rooms", Mailbox: 2, Restarts: 1}} },
 		LastSync:   func() time.Time { return time.Now().Add(-3 * time.Second) },
 		StoreBytes: func() int64 { return 4096 },
+		Build:      Build{Version: "v0.3.1", Revision: "0123456789ab", GoVersion: "go1.26.0"},
 	})
 	m.SyncDone(true)
 	m.SyncDone(false)
@@ -47,6 +48,7 @@ func TestServeScrape(t *testing.T) {
 		`lisa_actor_restarts_total{actor="app/rooms"} 1`, `lisa_store_bytes 4096`, `lisa_sync_lag_seconds 3`,
 		`lisa_redaction_lookups_total{kind="reply",result="lookup_dropped"} 1`,
 		`lisa_status_auth_failures_total{reason="wrong_token"} 1`,
+		`lisa_build_info{go_version="go1.26.0",revision="0123456789ab",version="v0.3.1"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("scrape lacks %q", want)

@@ -13,17 +13,19 @@ type Page struct {
 	GeneratedAt    time.Time `json:"generated_at"`
 	RefreshSeconds int       `json:"refresh_seconds"`
 	Health         Health    `json:"health"`
-	Rooms          []Room    `json:"rooms"`
+	// Version is the one line of the binary's build info.
+	Version string `json:"version,omitempty"`
+	Rooms   []Room `json:"rooms"`
 	// MoreRooms counts allowed rooms left off the page.
-	MoreRooms  int          `json:"more_rooms,omitempty"`
+	MoreRooms int `json:"more_rooms,omitempty"`
 	// Actors are the actors with the fullest mailboxes and the most
 	// failures and restarts (at most MaxActors, see TopActors);
 	// ActorTotals sums every live actor.
-	Actors      []Actor     `json:"actors"`
-	ActorTotals ActorTotals `json:"actor_totals"`
-	Trail      []Event      `json:"trail"`
-	Latency    []Bucket     `json:"latency"`
-	NotAllowed []NotAllowed `json:"not_allowed_rooms,omitempty"`
+	Actors      []Actor      `json:"actors"`
+	ActorTotals ActorTotals  `json:"actor_totals"`
+	Trail       []Event      `json:"trail"`
+	Latency     []Bucket     `json:"latency"`
+	NotAllowed  []NotAllowed `json:"not_allowed_rooms,omitempty"`
 }
 
 // Health is the health summary (as `lisa health`).

@@ -21,6 +21,7 @@ func samplePage(context.Context) (Page, error) {
 	return Page{
 		GeneratedAt: time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC),
 		Health:      Health{Status: "healthy", RoomsRunning: 1},
+		Version:     "lisa v0.3.1 revision 0123456789ab, committed 2026-12-06T00:00:00Z, built with go1.26.0",
 		Rooms:       []Room{{ID: "!r:hs", Name: evil, Running: true, State: "idle", Answered: 2}},
 		Actors:      []Actor{{ID: "app/sync", Posted: 3, Received: 3}},
 		Trail:       []Event{{Room: "!r:hs", EventID: "$e", Sender: "@u:hs", Kind: "text", Outcome: "answered", ReplyEventID: "$r", AnswerMs: 1500}},
@@ -62,7 +63,8 @@ func TestPageEscapesAndLocksDown(t *testing.T) {
 			t.Errorf("page contains %q (external asset or script)", s)
 		}
 	}
-	for _, s := range []string{`http-equiv="refresh" content="5"`, `data-outcome="answered"`, `data-health="healthy"`, "!r:hs", "app/sync", "1.5s", `<meter min="0" max="2" value="2">`} {
+	for _, s := range []string{`http-equiv="refresh" content="5"`, `data-outcome="answered"`, `data-health="healthy"`, "!r:hs", "app/sync", "1.5s", `<meter min="0" max="2" value="2">`,
+		`<p id="version" class="version">lisa v0.3.1 revision 0123456789ab, committed 2026-12-06T00:00:00Z, built with go1.26.0</p>`} {
 		if !strings.Contains(page, s) {
 			t.Errorf("page lacks %q", s)
 		}
@@ -81,7 +83,7 @@ func TestJSONHasTheSameData(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := samplePage(context.Background())
-	if pg.Rooms[0].Name != evil || pg.Trail[0].ReplyEventID != "$r" || pg.Health.Status != "healthy" || len(pg.Latency) != len(want.Latency) || pg.RefreshSeconds != 5 {
+	if pg.Rooms[0].Name != evil || pg.Trail[0].ReplyEventID != "$r" || pg.Health.Status != "healthy" || pg.Version != want.Version || len(pg.Latency) != len(want.Latency) || pg.RefreshSeconds != 5 {
 		t.Errorf("status.json = %+v", pg)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lisabot/lisa/adapters/logging"
+	"github.com/lisabot/lisa/buildinfo"
 	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
@@ -59,7 +60,7 @@ func runLisa(ctx context.Context, args []string, stderr io.Writer, getenv config
 		return exitUsage
 	}
 	log := logging.New(stderr, res.Config.Runtime.SlogLevel(), res.Secrets())
-	if err := daemon.Run(ctx, res, log, daemon.RunOptions{Arm: chaos.Arm(getenv)}); err != nil {
+	if err := daemon.Run(ctx, res, log, daemon.RunOptions{Arm: chaos.Arm(getenv), Build: buildinfo.Read()}); err != nil {
 		return exitFailure
 	}
 	return exitOK

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/lisabot/lisa/buildinfo"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
 	"github.com/lisabot/lisa/devkit/demo"
@@ -26,6 +27,8 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv config.LookupEnv
+	// build is the binary's build info (lisa version, the daemon).
+	build buildinfo.Info
 	// arm arms test hooks in the daemon (failpoints); nil in the
 	// production binary.
 	arm daemon.ArmFunc
@@ -71,7 +74,7 @@ func commands() []command {
 		},
 		{
 			name:    "health",
-			usage:   "(--config FILE | --socket PATH)",
+			usage:   "(--config FILE | --socket PATH) [--json]",
 			summary: "exit 0 healthy, 1 degraded, 2 failed or not reachable; prints a JSON summary",
 			run:     healthCmd,
 		},
@@ -88,6 +91,12 @@ func commands() []command {
 			run:     restoreCmd,
 		},
 		{
+			name:    "version",
+			usage:   "[--json]",
+			summary: "print the module version, VCS revision and time, modified flag and Go version of this binary",
+			run:     versionCmd,
+		},
+		{
 			name:    "demo",
 			usage:   "[--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
@@ -99,7 +108,7 @@ func commands() []command {
 // run is the whole program minus process setup: it dispatches args (without
 // the program name) to a command and returns the exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv config.LookupEnv) int {
-	return runWith(ctx, &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}, args)
+	return runWith(ctx, &cli{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, build: buildinfo.Read()}, args)
 }
 
 // runWith is run with a prepared cli (tests arm failpoints through it).

@@ -39,6 +39,8 @@ func TestDispatch(t *testing.T) {
 		{name: "check-config empty flag", args: []string{"check-config", "--config", ""}, code: exitUsage, stderr: "--config flag is required", noStdout: true},
 		{name: "check-config unknown flag", args: []string{"check-config", "--cfg", "x"}, code: exitUsage, stderr: "flag provided but not defined", noStdout: true},
 		{name: "check-config extra argument", args: []string{"check-config", "--config", "a.toml", "b.toml"}, code: exitUsage, stderr: `unexpected argument "b.toml"`, noStdout: true},
+		{name: "version", args: []string{"version"}, code: exitOK, stdout: "built with go", noStderr: true},
+		{name: "version extra argument", args: []string{"version", "x"}, code: exitUsage, stderr: `unexpected argument "x"`, noStdout: true},
 		{name: "check-config help", args: []string{"check-config", "-h"}, code: exitOK, stderr: "usage: lisa check-config --config FILE", noStdout: true},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,7 @@ func runCmd(ctx context.Context, c *cli, args []string) int {
 	}
 	res := loaded.Resolved
 	log := logging.New(c.stderr, res.Config.Runtime.SlogLevel(), res.Secrets())
-	if err := daemon.Run(ctx, res, log, daemon.RunOptions{Arm: c.arm}); err != nil {
+	if err := daemon.Run(ctx, res, log, daemon.RunOptions{Arm: c.arm, Build: c.build}); err != nil {
 		return exitFailure
 	}
 	return exitOK

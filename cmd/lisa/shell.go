@@ -280,9 +280,10 @@ func orDash(s string) string {
 // healthCmd is `lisa health`: exit 0 healthy, 1 degraded, 2 not reachable,
 // with a JSON summary on stdout.
 func healthCmd(_ context.Context, c *cli, args []string) int {
-	fs := newFlagSet(c, "health", "(--config FILE | --socket PATH)")
+	fs := newFlagSet(c, "health", "(--config FILE | --socket PATH) [--json]")
 	cfgPath := fs.String("config", "", "configuration file (to find the admin socket)")
 	socket := fs.String("socket", "", "admin socket path")
+	_ = fs.Bool("json", true, "print the JSON summary (the only format; accepted for scripts that ask for it)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

@@ -1,0 +1,50 @@
+package need
+
+import (
+	"os/exec"
+	"testing"
+)
+
+// RequirePodmanEnv, set to 1, turns a missing podman (or runc) into a test
+// failure.
+const RequirePodmanEnv = "LISA_REQUIRE_PODMAN"
+
+// RequireLintianEnv, set to 1, turns a missing lintian (or dpkg) into a
+// test failure.
+const RequireLintianEnv = "LISA_REQUIRE_LINTIAN"
+
+// onPath returns "" when every name is on PATH, else which is not.
+func onPath(names ...string) string {
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			return n + " not found on PATH"
+		}
+	}
+	return ""
+}
+
+// podmanTool is podman with the runc runtime (crun does not work on these
+// machines), on PATH.
+var podmanTool = Tool{Name: "podman", Package: "podman runc", RequireEnv: RequirePodmanEnv, Check: func() string {
+	return onPath("podman", "runc")
+}}
+
+// lintianTool is lintian with dpkg and dpkg-deb, on PATH.
+var lintianTool = Tool{Name: "lintian", Package: "lintian", RequireEnv: RequireLintianEnv, Check: func() string {
+	return onPath("lintian", "dpkg-deb", "dpkg")
+}}
+
+// Podman skips t with one line naming the Debian packages unless podman
+// and runc are on PATH; with LISA_REQUIRE_PODMAN=1 it fails t instead.
+func Podman(t testing.TB) {
+	t.Helper()
+	podmanTool.Need(t)
+}
+
+// Lintian skips t with one line naming the Debian package unless lintian,
+// dpkg and dpkg-deb are on PATH; with LISA_REQUIRE_LINTIAN=1 it fails t
+// instead.
+func Lintian(t testing.TB) {
+	t.Helper()
+	lintianTool.Need(t)
+}
