@@ -4,13 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -129,8 +132,8 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// fixtureFormat is the format writeFixture writes.
-const fixtureFormat = 1
+// fixtureFormat is the format writeFixture writes: this build's.
+const fixtureFormat = persistence.FormatVersion
 
 // TestWriteFormatFixture writes testdata/format<N>.tar.gz with -update.
 func TestWriteFormatFixture(t *testing.T) {
@@ -215,8 +218,86 @@ func TestFormatFixtures(t *testing.T) {
 			dir := unpackFixture(t, fixtureName(format))
 			s, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
 			must(t, err)
+			if s.Format() != persistence.FormatVersion {
+				t.Fatalf("format %d after open, want %d", s.Format(), persistence.FormatVersion)
+			}
 			checkFixture(t, s)
 			must(t, s.Close())
+			if got, err := persistence.FormatOnDiskForTest(dir); err != nil || got != persistence.FormatVersion {
+				t.Fatalf("format on disk %d %v, want %d", got, err, persistence.FormatVersion)
+			}
+			s, err = persistence.OpenBadger(dir, persistence.BadgerOptions{})
+			must(t, err)
+			defer s.Close()
+			if cur, err := s.Cursor(); err != nil || cur.GetNextBatch() != fxBatch {
+				t.Fatalf("cursor after a second open: %v %v", cur, err)
+			}
 		})
+	}
+}
+
+// TestEachMigration runs each step of the migration table alone on the
+// fixture of the format it starts from: the result reads back as the
+// fixture, and opening it migrates nothing more than the later steps.
+func TestEachMigration(t *testing.T) {
+	if persistence.Migrations != persistence.FormatVersion-1 {
+		t.Fatalf("%d migrations for format %d", persistence.Migrations, persistence.FormatVersion)
+	}
+	for from := 1; from < persistence.FormatVersion; from++ {
+		t.Run(fixtureName(from), func(t *testing.T) {
+			dir := unpackFixture(t, fixtureName(from))
+			if got, err := persistence.FormatOnDiskForTest(dir); err != nil || got != from {
+				t.Fatalf("fixture has format %d %v, want %d", got, err, from)
+			}
+			must(t, persistence.MigrateOnceForTest(dir, from, time.Now()))
+			if got, err := persistence.FormatOnDiskForTest(dir); err != nil || got != from+1 {
+				t.Fatalf("format %d %v after the step, want %d", got, err, from+1)
+			}
+			s, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
+			must(t, err)
+			defer s.Close()
+			checkFixture(t, s)
+		})
+	}
+}
+
+// TestNewerFormatIsRefused: a data dir of a newer format fails to open
+// with one line naming both formats, and is left as it was.
+func TestNewerFormatIsRefused(t *testing.T) {
+	dir := unpackFixture(t, fixtureName(fixtureFormat))
+	newer := persistence.FormatVersion + 1
+	must(t, persistence.SetFormatForTest(dir, newer))
+	s, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
+	if err == nil {
+		s.Close()
+		t.Fatal("a data dir of a newer format opened")
+	}
+	want := fmt.Sprintf("data dir %s has format %d; this lisa reads formats up to %d: upgrade lisa or restore a backup of the older format", dir, newer, persistence.FormatVersion)
+	if !errors.Is(err, persistence.ErrNewerFormat) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error %q, want ErrNewerFormat with %q", err, want)
+	}
+	if got, err := persistence.FormatOnDiskForTest(dir); err != nil || got != newer {
+		t.Fatalf("format %d %v after the refusal, want %d", got, err, newer)
+	}
+	// Nothing else changed either: back at this build's format, the
+	// fixture reads as written.
+	must(t, persistence.SetFormatForTest(dir, persistence.FormatVersion))
+	s, err = persistence.OpenBadger(dir, persistence.BadgerOptions{})
+	must(t, err)
+	defer s.Close()
+	checkFixture(t, s)
+}
+
+// TestNewDataDirGetsTheFormat: a new store records this build's format.
+func TestNewDataDirGetsTheFormat(t *testing.T) {
+	dir := t.TempDir()
+	s, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
+	must(t, err)
+	if s.Format() != persistence.FormatVersion {
+		t.Fatalf("format %d", s.Format())
+	}
+	must(t, s.Close())
+	if got, err := persistence.FormatOnDiskForTest(dir); err != nil || got != persistence.FormatVersion {
+		t.Fatalf("format on disk %d %v", got, err)
 	}
 }
