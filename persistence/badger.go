@@ -22,6 +22,8 @@ import (
 type BadgerOptions struct {
 	// Logger receives Badger's warnings and errors. Nil discards them.
 	Logger *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 // Badger is the production Store: one embedded Badger database. Every
@@ -37,6 +39,7 @@ type Badger struct {
 	inbox  *inboxIndex
 	writes *groupCommit
 	logs   *logSyncer
+	format int
 	closed atomic.Bool
 }
 
@@ -50,8 +53,13 @@ const failedCloseWait = 2 * time.Second
 // value-log file is empty.
 const emptyValueLog = "Create a new file"
 
-// OpenBadger opens (creating if needed) the database in dir.
+// OpenBadger opens (creating if needed) the database in dir. A data dir
+// of an older format is migrated to [FormatVersion] first; one of a newer
+// format fails with [ErrNewerFormat], unchanged.
 func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	opts := badgerOptions(dir, o)
 	db, err := badger.Open(opts)
 	if err != nil && strings.Contains(err.Error(), emptyValueLog) {
@@ -66,13 +74,17 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open badger at %s: %w", dir, err)
 	}
+	if err := openFormat(db, dir, o.Now()); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	inbox, err := loadInboxIndex(db)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("persistence: read inboxes at %s: %w", dir, err)
 	}
 	logs := newLogSyncer(dir)
-	s := &Badger{db: db, inbox: inbox, logs: logs}
+	s := &Badger{db: db, inbox: inbox, logs: logs, format: FormatVersion}
 	s.writes = startGroupCommit(db, logs.sync, func(err error) {
 		if o.Logger != nil {
 			o.Logger.Error("the store could not sync to disk; it accepts no more writes and nothing more is sent",

@@ -32,4 +32,5 @@
 //	x                                clean-stop mark (MarkCleanStop, TakeCleanStop)
 //	u 0x00 <day> 0x00 <room> 0x00 <id>  token usage of one LLM request (UsageRecord, JSON)
 //	v 0x00 <day> 0x00 <room>         the event that got the day's budget notice (BudgetNotice)
+//	f                                the data dir's format: be64(version) (see FormatVersion)
 package persistence

@@ -1,8 +1,52 @@
 package persistence
 
+import (
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
 // NewLogSyncerForTest returns the sync a Badger store in dir would run
 // (see logSyncer) and a function that closes its files.
 func NewLogSyncerForTest(dir string) (sync func() error, close func()) {
 	l := newLogSyncer(dir)
 	return l.sync, l.close
 }
+
+// FormatOnDiskForTest returns the format recorded in the closed store in
+// dir, as readFormat reads it.
+func FormatOnDiskForTest(dir string) (int, error) {
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	return readFormat(db)
+}
+
+// SetFormatForTest records format in the closed store in dir.
+func SetFormatForTest(dir string, format int) error {
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return setFormat(db, format)
+}
+
+// MigrateOnceForTest runs the one migration from format from on the
+// closed store in dir and records format from+1.
+func MigrateOnceForTest(dir string, from int, now time.Time) error {
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := migrations[from-1].run(db, now); err != nil {
+		return err
+	}
+	return setFormat(db, from+1)
+}
+
+// Migrations is the number of steps in the migration table.
+var Migrations = len(migrations)

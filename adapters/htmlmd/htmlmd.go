@@ -103,6 +103,7 @@ func New(cfg Config) *Converter {
 		}
 		return converter.RenderTryNext
 	}, converter.PriorityEarly-50)
+	conv.Register.Renderer(quoteRenderer(), converter.PriorityEarly)
 	return &Converter{cfg: cfg, conv: conv}
 }
 

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/testkit/hostile"
 )
 
 func wantToolErr(t *testing.T, err error, code messages.ToolCode) *messages.ToolError {
@@ -183,6 +184,45 @@ func TestDeadlineStopsTheWork(t *testing.T) {
 			}
 			t.Logf("%d bytes: stopped after %v", len(page), elapsed)
 		})
+	}
+}
+
+// TestQuotesStopAtTheDeadline: seven quotes around a <pre> of newlines
+// as large as the input bound spend their time in the quote passes, which
+// check the deadline; the library's own passes did not, and returned 1 s
+// after a 100 ms deadline.
+func TestQuotesStopAtTheDeadline(t *testing.T) {
+	page := []byte(strings.Repeat("<blockquote>", 7) + "<pre>" + strings.Repeat("\n", DefaultMaxInputBytes-100))
+	const timeout = 100 * time.Millisecond
+	// The <pre>'s own rendering (one split of its text) cannot be
+	// interrupted; the race detector slows it tenfold.
+	margin := 300 * time.Millisecond
+	if hostile.RaceEnabled {
+		margin *= 10
+	}
+	start := time.Now()
+	_, err := New(Config{Timeout: timeout}).Convert(context.Background(), page)
+	elapsed := time.Since(start)
+	wantToolErr(t, err, messages.ToolTimeout)
+	if elapsed > timeout+margin {
+		t.Fatalf("returned %v after a %v deadline", elapsed, timeout)
+	}
+}
+
+// TestQuotesRenderAsTheLibraryDoes: the quote renderer gives the
+// commonmark plugin's Markdown.
+func TestQuotesRenderAsTheLibraryDoes(t *testing.T) {
+	for page, want := range map[string]string{
+		"<blockquote><p>a</p><p>b</p></blockquote>":                            "> a\n> \n> b",
+		"<blockquote><blockquote>x</blockquote>y</blockquote>":                 "> > x\n> \n> y",
+		"<blockquote>a<br><br><br><br>b</blockquote>":                          "> a\n> \n> b",
+		"<blockquote><pre>" + strings.Repeat("\n", 5) + "x</pre></blockquote>": "> ```\n> \n\n\nx\n> ```",
+		"<blockquote></blockquote><p>z</p>":                                    "z",
+	} {
+		md, err := New(Config{}).Convert(context.Background(), []byte(page))
+		if err != nil || md != want {
+			t.Errorf("%s: %q, %v; want %q", page, md, err, want)
+		}
 	}
 }
 

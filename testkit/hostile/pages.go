@@ -38,6 +38,11 @@ func Pages() []Page {
 		{"web_unclosed_tags", repeatTo("", "<p><li><td><a>", "", n)},
 		{"web_deep_long_text", repeatTo(deep, "a line of text\n<br>", "", n)},
 		{"web_deep_pre", repeatTo(strings.Repeat("<blockquote>", 47)+"<pre>", "a line of code\n", "", n)},
+		// Quotes around a <pre> of newlines: the library's quote passes
+		// copied the text 4 times per level with growing buffers
+		// (582 MiB) and could not be interrupted (1 s past a 100 ms
+		// deadline).
+		{"web_quoted_pre_newlines", repeatTo(strings.Repeat("<blockquote>", 7)+"<pre>", "\n", "", n)},
 		{"web_many_paragraphs", repeatTo("", "<p>x", "", n)},
 		{"web_many_links", repeatTo("", `<a href="https://e.org/">https://bank.example</a>`, "", n)},
 		{"web_sparse_table", repeatTo("<table><tr>"+strings.Repeat("<td>w", 2000), "<tr><td>r", "</table>", n)},

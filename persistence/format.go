@@ -1,0 +1,109 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// FormatVersion is the data-dir format this build writes, and the newest
+// it reads. A data dir without a format record was written before formats
+// were recorded: it is format 1. Opening an older format migrates it in
+// place, one step at a time (see migrations); a newer one is refused
+// before anything is written.
+const FormatVersion = 2
+
+// ErrNewerFormat reports a data dir written by a newer build, in a format
+// this build cannot read.
+var ErrNewerFormat = errors.New("persistence: data dir of a newer format")
+
+// formatKey holds the data dir's format: be64(version).
+var formatKey = []byte{'f'}
+
+// A migration turns a data dir of format from into format from+1. It must
+// be idempotent: a crash after it ran and before the new format was
+// recorded runs it again at the next open.
+type migration struct {
+	from int
+	what string
+	run  func(db *badger.DB, now time.Time) error
+}
+
+// migrations holds one step per format change, in order; migrations[i]
+// starts from format i+1.
+var migrations = []migration{
+	// Format 2 records the format. A data dir written before has the same
+	// keys in the same encodings: writing the record is the whole step.
+	{from: 1, what: "record the data dir's format", run: func(*badger.DB, time.Time) error { return nil }},
+}
+
+// readFormat returns the recorded format; 1 when a store with data has no
+// record, 0 when the store holds no key at all.
+func readFormat(db *badger.DB) (int, error) {
+	format := 0
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(formatKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			it := txn.NewIterator(badger.IteratorOptions{})
+			defer it.Close()
+			if it.Rewind(); it.Valid() {
+				format = 1
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 || binary.BigEndian.Uint64(v) == 0 || binary.BigEndian.Uint64(v) > 1<<20 {
+				return fmt.Errorf("%w: format record %x", ErrCorrupt, v)
+			}
+			format = int(binary.BigEndian.Uint64(v))
+			return nil
+		})
+	})
+	return format, err
+}
+
+// openFormat checks the format of the store in dir and migrates an older
+// one to FormatVersion; a new store gets FormatVersion. A newer format
+// fails with ErrNewerFormat before any write.
+func openFormat(db *badger.DB, dir string, now time.Time) error {
+	format, err := readFormat(db)
+	if err != nil {
+		return err
+	}
+	if format > FormatVersion {
+		return fmt.Errorf("%w: data dir %s has format %d; this lisa reads formats up to %d: upgrade lisa or restore a backup of the older format",
+			ErrNewerFormat, dir, format, FormatVersion)
+	}
+	if format == 0 {
+		return setFormat(db, FormatVersion)
+	}
+	for ; format < FormatVersion; format++ {
+		m := migrations[format-1]
+		if err := m.run(db, now); err != nil {
+			return fmt.Errorf("persistence: migrate data dir %s from format %d (%s): %w", dir, format, m.what, err)
+		}
+		if err := setFormat(db, format+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setFormat records format durably.
+func setFormat(db *badger.DB, format int) error {
+	if err := db.Update(func(txn *badger.Txn) error {
+		return txn.Set(formatKey, binary.BigEndian.AppendUint64(nil, uint64(format)))
+	}); err != nil {
+		return err
+	}
+	return db.Sync()
+}
+
+// Format returns the data dir's format: FormatVersion once it is open.
+func (s *Badger) Format() int { return s.format }
