@@ -112,6 +112,11 @@ func checkFixture(t *testing.T, s *persistence.Badger) {
 	if ok, err := s.IsBotEvent(fxRoom, fxReply); err != nil || !ok {
 		t.Fatalf("bot event: %v %v", ok, err)
 	}
+	// Every format answers which reply answered a question (format 1 by
+	// the migration's index).
+	if reply, err := s.RepliedTo(fxRoom, fxAnswered); err != nil || reply != fxReply {
+		t.Fatalf("replied to: %q %v", reply, err)
+	}
 	var usage []persistence.UsageRecord
 	must(t, s.Usage(fxDay, func(r persistence.UsageRecord) error { usage = append(usage, r); return nil }))
 	if len(usage) != 1 || usage[0].Event != fxAnswered || usage[0].PromptTokens != 1200 || usage[0].CompletionTokens != 34 {

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,9 +36,50 @@ type migration struct {
 // migrations holds one step per format change, in order; migrations[i]
 // starts from format i+1.
 var migrations = []migration{
-	// Format 2 records the format. A data dir written before has the same
-	// keys in the same encodings: writing the record is the whole step.
-	{from: 1, what: "record the data dir's format", run: func(*badger.DB, time.Time) error { return nil }},
+	// Format 2 records the format and indexes Lisa's replies by the
+	// question they answer (key 'a', see RepliedTo). A data dir written
+	// before has the same keys in the same encodings and no index: the
+	// step builds it from the bot events ('b', whose value names the
+	// question), so a question answered before the upgrade is known as
+	// answered after it.
+	{from: 1, what: "record the data dir's format and index replies by their question", run: indexReplies},
+}
+
+// indexReplies writes key('a', room, question) = reply for every bot event
+// key('b', room, reply) whose value names the question it answers.
+// Idempotent: the same keys get the same values.
+func indexReplies(db *badger.DB, _ time.Time) error {
+	type entry struct{ room, reply, question string }
+	var all []entry
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte{'b', 0}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			parts := bytes.SplitN(it.Item().Key()[2:], []byte{0}, 2)
+			if len(parts) != 2 {
+				continue
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if len(v) > 0 {
+				all = append(all, entry{string(parts[0]), string(parts[1]), string(v)})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	wb := db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, e := range all {
+		if err := wb.Set(key('a', e.room, e.question), []byte(e.reply)); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
 }
 
 // readFormat returns the recorded format; 1 when a store with data has no
