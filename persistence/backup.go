@@ -207,6 +207,17 @@ func RestoreBackup(dir, path string, o BadgerOptions) (BackupInfo, error) {
 		_ = db.Close()
 		return info, fmt.Errorf("persistence: restore: load %s: %w", path, err)
 	}
+	// A backup of a newer format is not put in place: this build would
+	// refuse the data dir at every start. The dir was empty before.
+	if format, ferr := readFormat(db); ferr != nil || format > FormatVersion {
+		_ = db.Close()
+		_ = clearDir(dir)
+		if ferr != nil {
+			return info, fmt.Errorf("persistence: restore: %w", ferr)
+		}
+		return info, fmt.Errorf("%w: the backup %s has format %d; this lisa reads formats up to %d: restore it with the lisa that wrote it or a newer one",
+			ErrNewerFormat, path, format, FormatVersion)
+	}
 	err = db.Update(func(txn *badger.Txn) error { return txn.Delete(cleanStopKey) })
 	if err == nil {
 		err = db.Sync()
@@ -250,4 +261,18 @@ func (c *countingHash) Write(p []byte) (int, error) {
 	c.h.Write(p[:n])
 	c.n += int64(n)
 	return n, err
+}
+
+// clearDir removes everything in dir, which a failed restore filled.
+func clearDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }

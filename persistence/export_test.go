@@ -50,3 +50,15 @@ func MigrateOnceForTest(dir string, from int, now time.Time) error {
 
 // Migrations is the number of steps in the migration table.
 var Migrations = len(migrations)
+
+// BackupRawForTest writes a backup of the closed store in dir without
+// checking its format, as a build of that format would.
+func BackupRawForTest(dir, path string) error {
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = (&Badger{db: db}).BackupTo(path)
+	return err
+}
