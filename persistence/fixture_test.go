@@ -237,6 +237,15 @@ func TestFormatFixtures(t *testing.T) {
 			if cur, err := s.Cursor(); err != nil || cur.GetNextBatch() != fxBatch {
 				t.Fatalf("cursor after a second open: %v %v", cur, err)
 			}
+			// Nothing old is routed again; the next mention is, once.
+			old := []*roompb.Candidate{{RoomId: fxRoom, EventId: fxAnswered}, {RoomId: fxRoom, EventId: fxPending}}
+			next := &roompb.Candidate{RoomId: fxRoom, EventId: "$next"}
+			for i, want := range []int{1, 0} {
+				acc, err := s.CommitSync(&roompb.SyncCursor{NextBatch: "s43_fixture", BaselineDone: true, LastEventIds: map[string]string{fxRoom: "$next"}}, append(old, next))
+				if err != nil || len(acc) != want {
+					t.Fatalf("old and the next mention, commit %d: %d routed (%v), want %d", i+1, len(acc), err, want)
+				}
+			}
 		})
 	}
 }
