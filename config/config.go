@@ -61,6 +61,12 @@ type MatrixConfig struct {
 	// queue redelivers a send cut short by a restart after 5 min 10 s); 0
 	// disables holding.
 	LateStoreSeconds int `koanf:"late_store_seconds"`
+	// TxnIDsSurviveRestart says whether the homeserver recognises a send's
+	// transaction ID again after it restarted, so that a reply whose send
+	// is in doubt can be sent again at once with its original transaction
+	// ID instead of being held for LateStoreSeconds: "auto" (decided from
+	// what the server says it is, "no" whenever unsure), "yes" or "no".
+	TxnIDsSurviveRestart string `koanf:"txn_ids_survive_restart"`
 }
 
 // LLMConfig is the [llm] section.

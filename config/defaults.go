@@ -14,10 +14,11 @@ const AdminSocketName = "admin.sock"
 func Default() Config {
 	return Config{
 		Matrix: MatrixConfig{
-			SyncTimeoutMS:     30_000,
-			SyncTimelineLimit: 50,
-			GapPageLimit:      10,
-			LateStoreSeconds:  330,
+			SyncTimeoutMS:        30_000,
+			SyncTimelineLimit:    50,
+			GapPageLimit:         10,
+			LateStoreSeconds:     330,
+			TxnIDsSurviveRestart: "auto",
 		},
 		LLM: LLMConfig{
 			RequestTimeoutSeconds: 90,

@@ -57,6 +57,11 @@ func (m MatrixConfig) validate(ps *Problems) {
 	checkRange(ps, "matrix.sync_timeline_limit", m.SyncTimelineLimit, 1, MaxSyncTimelineLimit)
 	checkRange(ps, "matrix.gap_page_limit", m.GapPageLimit, 1, MaxGapPageLimit)
 	checkRange(ps, "matrix.late_store_seconds", m.LateStoreSeconds, 0, MaxLateStoreSeconds)
+	switch m.TxnIDsSurviveRestart {
+	case "auto", "yes", "no":
+	default:
+		ps.add("matrix.txn_ids_survive_restart", `must be "auto", "yes" or "no"`)
+	}
 }
 
 func validateRooms(ps *Problems, rooms []string) {

@@ -140,6 +140,8 @@ func TestValidateRules(t *testing.T) {
 		{"gap pages high", func(c *Config) { c.Matrix.GapPageLimit = MaxGapPageLimit + 1 }, "matrix.gap_page_limit", "between"},
 		{"late store negative", func(c *Config) { c.Matrix.LateStoreSeconds = -1 }, "matrix.late_store_seconds", "between"},
 		{"late store high", func(c *Config) { c.Matrix.LateStoreSeconds = MaxLateStoreSeconds + 1 }, "matrix.late_store_seconds", "between"},
+		{"txn ids survive unknown", func(c *Config) { c.Matrix.TxnIDsSurviveRestart = "maybe" }, "matrix.txn_ids_survive_restart", `"auto", "yes" or "no"`},
+		{"txn ids survive empty", func(c *Config) { c.Matrix.TxnIDsSurviveRestart = "" }, "matrix.txn_ids_survive_restart", `"auto", "yes" or "no"`},
 		{"llm timeout zero", func(c *Config) { c.LLM.RequestTimeoutSeconds = 0 }, "llm.request_timeout_seconds", "between"},
 		{"llm timeout high", func(c *Config) { c.LLM.RequestTimeoutSeconds = MaxLLMRequestTimeoutSeconds + 1 }, "llm.request_timeout_seconds", "between"},
 		{"output tokens zero", func(c *Config) { c.LLM.MaxOutputTokens = 0 }, "llm.max_output_tokens", "between"},

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -60,6 +62,9 @@ type Daemon struct {
 	trail *trail.Trail
 	// build is the binary's build info (health, status page).
 	build buildinfo.Info
+	// txnIDsFrom is from when on replies are covered by the server's
+	// memory of transaction IDs (see txnIDsFrom).
+	txnIDsFrom time.Time
 	// status is the status page, when runtime.status_listen is set.
 	status *status.Server
 	// names caches room names for the status page.
@@ -119,6 +124,9 @@ type Deps struct {
 	// Build is the binary's build info, shown by `lisa health`, the status
 	// page and the lisa_build_info metric.
 	Build buildinfo.Info
+	// TxnIDs is how the homeserver keeps transaction IDs across its
+	// restarts (matrix.TxnIDPolicy; zero: it may forget them).
+	TxnIDs matrix.TxnIDs
 }
 
 // Start opens the store and starts the actor tree for res.
@@ -126,6 +134,11 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	cfg := res.Config
 	store, clean, provider, err := openStore(cfg, log)
 	if err != nil {
+		return nil, err
+	}
+	txnFrom, err := txnIDsFrom(store, deps.TxnIDs, res.MatrixAccessToken.Reveal(), time.Now())
+	if err != nil {
+		_ = store.Close()
 		return nil, err
 	}
 	sys := app.NewSystem(log)
@@ -147,7 +160,7 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 		rooms: cfg.Matrix.AllowedRoomIDs, invocations: &sync.WaitGroup{}, stopping: &atomic.Bool{}, tools: pool, met: met,
 		syncAgeLimit: 2*cfg.Matrix.SyncTimeout() + 10*time.Second,
 		trail:        trail.New(cfg.Runtime.TrailEvents, log),
-		names:        &roomNames{}, meter: meter, build: deps.Build}
+		names:        &roomNames{}, meter: meter, build: deps.Build, txnIDsFrom: txnFrom}
 	if deps.Session != nil {
 		d.names.namer = deps.Session
 	}
@@ -261,6 +274,31 @@ func personaReply(rend *render.Renderer, text string) func(c *roompb.Candidate) 
 	}
 }
 
+// txnIDsFrom records the fingerprint of this process's access token and
+// returns from when on the replies made are covered by the server's
+// memory of transaction IDs: all of them (zero time) unless the server
+// scopes them to the access token and the token differs from the one the
+// previous process used (or is not known), then only this process's
+// (from now).
+func txnIDsFrom(store *persistence.Badger, txn matrix.TxnIDs, token string, now time.Time) (time.Time, error) {
+	sum := sha256.Sum256([]byte("lisa access token fingerprint\x00" + token))
+	fp := hex.EncodeToString(sum[:16])
+	prev, err := store.SwapSessionFingerprint(fp)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if txn.PerToken && prev != fp {
+		return now, nil
+	}
+	return time.Time{}, nil
+}
+
+// withTxnIDs is p with the server's memory of transaction IDs.
+func (d *Daemon) withTxnIDs(p room.Policy, txn matrix.TxnIDs) room.Policy {
+	p.TxnIDRetention, p.TxnIDsFrom = txn.Retention, d.txnIDsFrom
+	return p
+}
+
 // roomPolicy is every room's policy.
 func roomPolicy(cfg config.Config) room.Policy {
 	rend := render.New()
@@ -310,7 +348,7 @@ func (d *Daemon) treeConfig(cfg config.Config, deps Deps, provider *persistence.
 		},
 		Invocations: d.invocations,
 		Rooms:       cfg.Matrix.AllowedRoomIDs, MaxConcurrent: cfg.Runtime.MaxConcurrentRooms,
-		Policy:   roomPolicy(cfg),
+		Policy:   d.withTxnIDs(roomPolicy(cfg), deps.TxnIDs),
 		Provider: provider, Inbox: d.store, BotEvents: d.store, Sender: sender, Durable: d.store,
 		Invoker: invoker, InvocationTimeout: cfg.Runtime.InvocationTimeout(),
 		ToolWorkers:  toolWorkers,

@@ -89,6 +89,12 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		log.Error("cannot start: Matrix session check failed", "err", err.Error())
 		return err
 	}
+	// Whether a reply in doubt may be sent again at once with its
+	// transaction ID, or is held for matrix.late_store_seconds.
+	ident := session.Identify(ctx, 5*time.Second)
+	txnIDs := matrix.TxnIDPolicy(m.TxnIDsSurviveRestart, ident)
+	log.Info("homeserver identified", "name", ident.Name, "version", ident.Version, "from", ident.From,
+		"txn_ids_survive_restart", txnIDs.Retention > 0, "reason", txnIDs.Reason)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if opts.Invoker == nil {
@@ -103,6 +109,7 @@ func Run(ctx context.Context, res config.Resolved, log *slog.Logger, opts RunOpt
 		Invoker:           opts.Invoker(session),
 		OnEncrypted:       func(room string) { enc.Mark(room, "sync") },
 		Build:             opts.Build,
+		TxnIDs:            txnIDs,
 	}
 	var afterStop func()
 	if opts.Arm != nil {

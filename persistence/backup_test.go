@@ -205,3 +205,21 @@ func TestRestoreRefusesANewerFormat(t *testing.T) {
 		t.Fatalf("the target holds %d entries (%v) after the refusal", len(entries), err)
 	}
 }
+
+// TestSwapSessionFingerprint: each swap returns the fingerprint of the
+// process before, across a reopen.
+func TestSwapSessionFingerprint(t *testing.T) {
+	dir := t.TempDir()
+	s := openBadger(t, dir)
+	for i, c := range []struct{ put, prev string }{{"fp1", ""}, {"fp1", "fp1"}, {"fp2", "fp1"}} {
+		if prev, err := s.SwapSessionFingerprint(c.put); err != nil || prev != c.prev {
+			t.Fatalf("swap %d: %q %v, want %q", i, prev, err, c.prev)
+		}
+	}
+	s.Close()
+	s = openBadger(t, dir)
+	defer s.Close()
+	if prev, err := s.SwapSessionFingerprint("fp3"); err != nil || prev != "fp2" {
+		t.Fatalf("after a reopen: %q %v, want fp2", prev, err)
+	}
+}

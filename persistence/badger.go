@@ -474,6 +474,36 @@ func removeInbox(txn *badger.Txn, room, eventID string) error {
 	return txn.Delete(indexedKey('i', room, seq))
 }
 
+// sessionKey holds a fingerprint of the Matrix access token the last
+// process used (SwapSessionFingerprint).
+var sessionKey = []byte{'t'}
+
+// SwapSessionFingerprint records fp, a fingerprint of this process's
+// Matrix access token (never the token: a one-way digest of it), durably,
+// and returns the one the previous process recorded ("" if none). A
+// homeserver that scopes transaction IDs to the access token (Synapse
+// before 1.81) recognises a send of an earlier process again only if the
+// token is the same.
+func (s *Badger) SwapSessionFingerprint(fp string) (string, error) {
+	prev := ""
+	err := s.update(func(txn *badger.Txn) error {
+		item, err := txn.Get(sessionKey)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			prev = string(v)
+		}
+		return txn.Set(sessionKey, []byte(fp))
+	})
+	return prev, err
+}
+
 // cleanStopKey marks a store whose last user stopped cleanly.
 var cleanStopKey = []byte{'x'}
 

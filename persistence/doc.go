@@ -33,4 +33,5 @@
 //	u 0x00 <day> 0x00 <room> 0x00 <id>  token usage of one LLM request (UsageRecord, JSON)
 //	v 0x00 <day> 0x00 <room>         the event that got the day's budget notice (BudgetNotice)
 //	f                                the data dir's format: be64(version) (see FormatVersion)
+//	t                                fingerprint of the last process's Matrix access token (SwapSessionFingerprint)
 package persistence

@@ -49,6 +49,18 @@ type Policy struct {
 	// and a lookup that misses it counts only after the hold. Zero
 	// disables holds.
 	LateStoreWindow time.Duration
+	// TxnIDRetention is how long, after a reply was made, the homeserver
+	// still recognises its transaction ID, across its own restarts (less
+	// a margin for clocks; see daemon's txnIDPolicy): a send of it that
+	// is stored, however late, is then answered with the stored event on
+	// a repeat, never stored twice, so a reply in doubt is not held for
+	// LateStoreWindow — it is looked up (SettleDelay) and sent again
+	// with its transaction ID. Only for replies made at or after
+	// TxnIDsFrom (a server that scopes transaction IDs to the access
+	// token recognises a send of an earlier process only with the same
+	// token). Zero: the server may forget them (Dendrite does).
+	TxnIDRetention time.Duration
+	TxnIDsFrom     time.Time
 	// RecheckEvery is how often a reply in doubt is looked up again while
 	// it waits for SettleDelay or LateStoreWindow: a late store found
 	// meanwhile ends the wait. Zero looks only when the wait is over.
@@ -435,7 +447,7 @@ func (m *Machine) sendDone(in SendDone, ms int64) Output {
 		// sending again.
 		m.unsure = in.Ambiguous
 		if in.Ambiguous {
-			m.holdUntil(&out, head, in.LateStoreFrom)
+			m.holdUntil(&out, head, in.LateStoreFrom, time.UnixMilli(ms))
 		}
 		m.sendFailed(&out, in.EventID, in.RetryAfter)
 	}
@@ -765,7 +777,7 @@ func (m *Machine) missCountsFrom(out *Output, head *Invocation, in ReconcileDone
 	if head.Ready && !head.Recheck && in.NoSendHere && in.TroubleAt.After(lateFrom) {
 		lateFrom = in.TroubleAt
 	}
-	if h := m.holdUntil(out, head, lateFrom); h.After(at) {
+	if h := m.holdUntil(out, head, lateFrom, in.LookedAt); h.After(at) {
 		at = h
 	}
 	return at
@@ -773,16 +785,32 @@ func (m *Machine) missCountsFrom(out *Output, head *Invocation, in ReconcileDone
 
 // holdUntil returns when the head's reply may be sent again at the
 // earliest, after emitting a ReplyHeld that extends its hold to
-// LateStoreWindow after lateFrom (zero: no new hold) if that is later.
-func (m *Machine) holdUntil(out *Output, head *Invocation, lateFrom time.Time) time.Time {
+// LateStoreWindow after lateFrom (zero: no new hold) if that is later —
+// unless the homeserver still recognises the reply's transaction ID at
+// (txnIDsCover). A hold already journaled stays.
+func (m *Machine) holdUntil(out *Output, head *Invocation, lateFrom, at time.Time) time.Time {
 	until := head.HeldUntilMs
-	if m.policy.LateStoreWindow > 0 && !lateFrom.IsZero() {
+	if m.policy.LateStoreWindow > 0 && !lateFrom.IsZero() && !m.txnIDsCover(head, at) {
 		if u := lateFrom.Add(m.policy.LateStoreWindow).UnixMilli(); u > until {
 			out.event(&roompb.ReplyHeld{EventId: head.EventID(), UntilMs: u})
 			until = u
 		}
 	}
 	return time.UnixMilli(until)
+}
+
+// txnIDsCover reports whether the homeserver recognises the transaction
+// ID of the head's reply at: it keeps them across restarts, the reply was
+// made at or after TxnIDsFrom, and at is less than TxnIDRetention after
+// it was made (every send of it, and the server's record of one, came
+// after that). Unknown times never count as covered.
+func (m *Machine) txnIDsCover(head *Invocation, at time.Time) bool {
+	r := m.policy.TxnIDRetention
+	if r <= 0 || head.ReadyAtMs <= 0 || at.IsZero() {
+		return false
+	}
+	made := time.UnixMilli(head.ReadyAtMs)
+	return !made.Before(m.policy.TxnIDsFrom) && !at.Before(made) && at.Sub(made) < r
 }
 
 // sendDelay is the pause before the head's send or lookup is tried again

@@ -651,3 +651,56 @@ func TestFlightsSentHere(t *testing.T) {
 		t.Fatal("an ended send is forgotten")
 	}
 }
+
+// TestTxnIDsThatSurviveAreNotHeld: on a homeserver that recognises a
+// send's transaction ID after its restarts (TxnIDRetention), a reply in
+// doubt is not held for a late store — a miss after the settle delay lets
+// it be sent again with the same transaction ID — but only within the
+// retention after the reply was made, only for replies made since
+// TxnIDsFrom, and never shortening a hold already journaled.
+func TestTxnIDsThatSurviveAreNotHeld(t *testing.T) {
+	base := time.UnixMilli(1_700_000_000_000)
+	p := testPolicy()
+	p.LateStoreWindow = 5 * time.Minute
+	kept := p
+	kept.TxnIDRetention = 23 * time.Hour
+	later := kept
+	later.TxnIDsFrom = base
+	restart := ReconcileDone{QuietSince: base, LateStoreFrom: base, LookedAt: base.Add(6 * time.Second)}
+	unseen := ReconcileDone{QuietSince: base, TroubleAt: base.Add(time.Second), NoSendHere: true, LookedAt: base.Add(6 * time.Second)}
+	settled, heldFor := base.Add(5*time.Second), base.Add(5*time.Minute)
+	cases := []struct {
+		name     string
+		policy   Policy
+		made     time.Time
+		held     time.Time // zero: not held
+		in       ReconcileDone
+		want     time.Time
+		wantHeld bool
+	}{
+		{"a send cut by a restart: looked up, not held", kept, base.Add(-time.Minute), time.Time{}, restart, settled, false},
+		{"an earlier process's reply, the server restarted unseen: not held", kept, base.Add(-time.Minute), time.Time{}, unseen, settled, false},
+		{"the same on a server that forgets them: held", p, base.Add(-time.Minute), time.Time{}, restart, heldFor, true},
+		{"past the retention: held", kept, base.Add(-23 * time.Hour), time.Time{}, restart, heldFor, true},
+		{"made before TxnIDsFrom (another access token): held", later, base.Add(-time.Minute), time.Time{}, restart, heldFor, true},
+		{"made since TxnIDsFrom: not held", later, base, time.Time{}, restart, settled, false},
+		{"a journaled hold stays", kept, base.Add(-time.Minute), base.Add(3 * time.Minute), restart, base.Add(3 * time.Minute), false},
+		{"no lookup time: held", kept, base.Add(-time.Minute), time.Time{}, ReconcileDone{QuietSince: base, LateStoreFrom: base}, heldFor, true},
+		{"made after the lookup (a clock step): held", kept, base.Add(time.Hour), time.Time{}, restart, heldFor, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			head := &Invocation{Candidate: &roompb.Candidate{EventId: "$a"}, Ready: true, ReadyAtMs: tc.made.UnixMilli()}
+			if !tc.held.IsZero() {
+				head.HeldUntilMs = tc.held.UnixMilli()
+			}
+			var out Output
+			if got := NewMachine(tc.policy).missCountsFrom(&out, head, tc.in); !got.Equal(tc.want) {
+				t.Fatalf("missCountsFrom = %s, want %s", got.Sub(base), tc.want.Sub(base))
+			}
+			if held := len(out.Events) == 1; held != tc.wantHeld || len(out.Events) > 1 {
+				t.Fatalf("events %v, want a hold: %v", out.Events, tc.wantHeld)
+			}
+		})
+	}
+}

@@ -182,6 +182,14 @@ func TestKillAtEveryBoundary(t *testing.T) {
 				t.Fatalf("reply held after the restart: %v (ReplyReady written before the kill: %v); logs:\n%s", held, ready, p2.text())
 			}
 			t.Logf("ReplyReady written before the kill: %v; held after the restart: %v", ready, held)
+			// Dendrite forgets transaction IDs on restart: with
+			// matrix.txn_ids_survive_restart = "auto" she does not count
+			// on them and holds (above). This Dendrite sets no Server
+			// header and, federation disabled, does not answer
+			// /_matrix/federation/v1/version: not knowing is "no".
+			if ident := p2.logRecords("homeserver identified"); len(ident) != 1 || ident[0]["txn_ids_survive_restart"] != false || ident[0]["reason"] == "" {
+				t.Fatalf("homeserver identified as %v, want no surviving transaction IDs", ident)
+			}
 			if strings.Contains(p2.text(), "sync baseline recorded") {
 				t.Fatal("restart took a new baseline; events after the cursor could be lost")
 			}
