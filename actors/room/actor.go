@@ -94,6 +94,11 @@ type Observer interface {
 	// (LookupReply, LookupReaction) and result — LookupFound,
 	// LookupNone, LookupGivenUp or LookupDropped.
 	Lookup(kind, result string)
+	// RateLimited reports a send the homeserver refused for its rate
+	// limit (429 M_LIMIT_EXCEEDED), with the wait it asked for
+	// (retry_after_ms; zero when it named none). The send is tried again
+	// after that wait (capped at Policy.SendRetryMax), never dropped.
+	RateLimited(wait time.Duration)
 }
 
 // Trail records what the room decided about its events. Implementations
@@ -492,6 +497,9 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 			done.Err, done.Ambiguous, done.RetryAfter = le, le.Ambiguous, le.RetryAfter
 			if le.Unreachable {
 				cfg.Flights.trouble() // before the flight ends: it counts for this send
+			}
+			if le.Code == messages.CodeMatrixRateLimit && cfg.Observer != nil {
+				cfg.Observer.RateLimited(le.RetryAfter)
 			}
 			cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
 				"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)

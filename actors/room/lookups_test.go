@@ -191,6 +191,7 @@ type lookupCounter struct{ got []string }
 func (c *lookupCounter) Outcome(string)              {}
 func (c *lookupCounter) Phase(string, time.Duration) {}
 func (c *lookupCounter) Lookup(kind, result string)  { c.got = append(c.got, kind+":"+result) }
+func (c *lookupCounter) RateLimited(time.Duration)   {}
 
 // TestLookupResultsAreCounted: every ended lookup reaches the observer
 // (metrics) with its kind and result, drops and give-ups included.

@@ -53,6 +53,10 @@ type Metrics struct {
 	tools       *prometheus.CounterVec
 	toolBytes   prometheus.Counter
 	lookups     *prometheus.CounterVec
+	// rateLimited and rateWait count sends refused for the homeserver's
+	// rate limit and the waits it asked for.
+	rateLimited prometheus.Counter
+	rateWait    prometheus.Counter
 	links       prometheus.Counter
 	llmFailures *prometheus.CounterVec
 	llmRefusing prometheus.Gauge
@@ -100,13 +104,17 @@ func New(src Sources) *Metrics {
 			Help: "1 while the LLM server refuses every request until the configuration changes (since its last refusal of that kind, until a request succeeds), else 0."}),
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_llm_tokens_total",
 			Help: "Tokens of LLM requests by kind (prompt, completion), as the server reported them or estimated from bytes."}, []string{"kind"}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "lisa_matrix_rate_limited_total",
+			Help: "Reply sends the homeserver refused for its rate limit (429 M_LIMIT_EXCEEDED); each is sent again after the wait, never dropped."}),
+		rateWait: prometheus.NewCounter(prometheus.CounterOpts{Name: "lisa_matrix_rate_limit_wait_seconds_total",
+			Help: "Seconds of waiting the homeserver asked for (retry_after_ms) in its rate-limit refusals of reply sends."}),
 		statusAuth: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lisa_status_auth_failures_total",
 			Help: "Status page requests refused for their token by reason (wrong_token; throttled: refused unread while wrong tokens are throttled)."}, []string{"reason"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lisa_build_info",
 		Help: "1, labelled with the binary's module version, VCS revision and Go version."}, []string{"version", "revision", "go_version"})
 	build.WithLabelValues(src.Build.Version, src.Build.Revision, src.Build.GoVersion).Set(1)
-	m.reg.MustRegister(build, m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens, m.statusAuth,
+	m.reg.MustRegister(build, m.syncs, m.invocations, m.phases, m.llm, m.llmRetries, m.tools, m.toolBytes, m.lookups, m.links, m.llmFailures, m.llmRefusing, m.llmTokens, m.statusAuth, m.rateLimited, m.rateWait,
 		prometheus.NewGoCollector(), newScrapeCollector(src))
 	return m
 }
@@ -131,6 +139,13 @@ func (m *Metrics) Phase(phase string, d time.Duration) {
 // Lookup counts an ended lookup of Lisa's events to redact by kind and
 // result.
 func (m *Metrics) Lookup(kind, result string) { m.lookups.WithLabelValues(kind, result).Inc() }
+
+// RateLimited counts a reply send refused for the homeserver's rate limit
+// and the wait it asked for.
+func (m *Metrics) RateLimited(wait time.Duration) {
+	m.rateLimited.Inc()
+	m.rateWait.Add(wait.Seconds())
+}
 
 // LLMRequest counts one LLM request; result is "ok" or an error code.
 func (m *Metrics) LLMRequest(result string) { m.llm.WithLabelValues(result).Inc() }

@@ -24,6 +24,8 @@ func TestServeScrape(t *testing.T) {
 	m.LLMRetry("llm_unavailable")
 	m.ToolCall("web_search", "ok", 100)
 	m.Lookup("reply", "lookup_dropped")
+	m.RateLimited(1500 * time.Millisecond)
+	m.RateLimited(500 * time.Millisecond)
 	m.StatusAuthFailed("wrong_token")
 	if _, err := Serve("0.0.0.0:0", m); err == nil {
 		t.Fatal("served on a non-loopback address")
@@ -48,6 +50,7 @@ func TestServeScrape(t *testing.T) {
 		`lisa_actor_restarts_total{actor="app/rooms"} 1`, `lisa_store_bytes 4096`, `lisa_sync_lag_seconds 3`,
 		`lisa_redaction_lookups_total{kind="reply",result="lookup_dropped"} 1`,
 		`lisa_status_auth_failures_total{reason="wrong_token"} 1`,
+		`lisa_matrix_rate_limited_total 2`, `lisa_matrix_rate_limit_wait_seconds_total 2`,
 		`lisa_build_info{go_version="go1.26.0",revision="0123456789ab",version="v0.3.1"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
