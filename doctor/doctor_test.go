@@ -38,6 +38,8 @@ func TestDoctorAgainstDendrite(t *testing.T) {
 		for _, want := range []struct{ section, text string }{
 			{"homeserver", "spec versions"},
 			{"homeserver", "belongs to " + w.bot.UserID + ", device " + w.bot.DeviceID},
+			// Dendrite has no Synapse admin API for rate limits.
+			{"homeserver", "has no Synapse admin API for rate limits"},
 			{"rooms", string(w.good) + ": joined, not encrypted"},
 			{"llm", `serves llm.model "m"`},
 			{"search", "answers a test query with format=json (results: 1)"},

@@ -16,6 +16,7 @@ func homeserverSection() Section {
 	return Section{Name: "homeserver", Checks: []Check{
 		{Name: "versions", Run: checkVersions},
 		{Name: "whoami", Run: checkWhoami},
+		{Name: "rate limit", Run: checkRateLimit},
 	}}
 }
 
@@ -89,4 +90,37 @@ func summarizeVersions(vs []string) string {
 		return strings.Join(vs, ", ")
 	}
 	return fmt.Sprintf("%s … %s (%d)", vs[0], vs[len(vs)-1], len(vs))
+}
+
+// checkRateLimit says whether the bot account is held to the homeserver's
+// message rate limit, where the server tells (Synapse's admin API, asked
+// with Lisa's own token: it answers only for a server admin). Synapse's
+// default rc_message is 0.2 messages/s with a burst of 10
+// (synapse/config/ratelimiting.py, v1.67.0): a busy evening across rooms
+// meets it, and each reply then waits for the server's retry_after_ms.
+func checkRateLimit(_ context.Context, e *Env) []Result {
+	m := e.Res.Config.Matrix
+	fix := fmt.Sprintf(`exempt the bot account: as a Synapse admin, POST /_synapse/admin/v1/users/%s/override_ratelimit with {"messages_per_second": 0, "burst_count": 0}`, m.UserID)
+	if _, _, err := e.Whoami(); err != nil {
+		return []Result{{Status: Skipped, Message: "rate limit not asked: the access token was not checked (see whoami)"}}
+	}
+	o, err := request(e, func(ctx context.Context) (matrix.RateLimitOverride, error) {
+		return e.Matrix().RateLimitOverride(ctx, m.UserID)
+	})
+	var pe *matrix.ProbeError
+	switch {
+	case errors.As(err, &pe) && pe.Status == http.StatusForbidden:
+		return []Result{{Status: OK, Message: "the homeserver did not say whether the bot account is rate-limited (its admin API answers only a server admin); if `lisa_matrix_rate_limited_total` grows, replies wait for the server's rate limit",
+			Fix: fix}}
+	case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusBadRequest || pe.ErrCode == "M_UNRECOGNIZED"):
+		return []Result{{Status: OK, Message: "the homeserver has no Synapse admin API for rate limits (not Synapse, or not routed): `lisa_matrix_rate_limited_total` counts any 429 her replies meet"}}
+	case err != nil:
+		return []Result{{Status: OK, Message: fmt.Sprintf("the rate limit of the bot account could not be asked (%v)", err)}}
+	case !o.Overridden:
+		return []Result{{Status: Warning, Message: "the bot account is held to the homeserver's message rate limit (Synapse's rc_message: 0.2 messages/s, burst 10, by default): replies beyond it wait for the server's retry_after_ms",
+			Fix: fix}}
+	case o.MessagesPerSecond == 0 && o.BurstCount == 0:
+		return []Result{{Status: OK, Message: "the bot account is exempt from the homeserver's message rate limit"}}
+	}
+	return []Result{{Status: Warning, Message: fmt.Sprintf("the bot account has its own message rate limit: %g messages/s, burst %g", o.MessagesPerSecond, o.BurstCount), Fix: fix}}
 }

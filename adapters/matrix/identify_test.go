@@ -88,3 +88,48 @@ func TestTxnIDPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitOverride: Synapse's three answers (no override: {}; an
+// exemption; a limit of its own), and a refusal for a token that is not
+// an admin's, as RateLimitRestServlet gives them (v1.67.0).
+func TestRateLimitOverride(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		body   string
+		want   RateLimitOverride
+		errSub string
+	}{
+		{"no override", 200, `{}`, RateLimitOverride{}, ""},
+		{"exempt", 200, `{"messages_per_second":0,"burst_count":0}`, RateLimitOverride{Overridden: true}, ""},
+		{"own limit", 200, `{"messages_per_second":5,"burst_count":20}`, RateLimitOverride{Overridden: true, MessagesPerSecond: 5, BurstCount: 20}, ""},
+		{"not an admin", 403, `{"errcode":"M_FORBIDDEN","error":"You are not a server admin"}`, RateLimitOverride{}, "403 M_FORBIDDEN"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.EscapedPath() != "/_synapse/admin/v1/users/@lisa:localhost/override_ratelimit" && r.URL.Path != "/_synapse/admin/v1/users/@lisa:localhost/override_ratelimit" {
+					t.Errorf("asked %s", r.URL.EscapedPath())
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			c, err := Open(srv.URL, "@lisa:localhost", "DEV", "syt_secret_token", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.RateLimitOverride(context.Background(), "@lisa:localhost")
+			if tc.errSub != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errSub) || strings.Contains(err.Error(), "syt_secret_token") {
+					t.Fatalf("err = %v, want one naming %q (and no token)", err, tc.errSub)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("RateLimitOverride = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}

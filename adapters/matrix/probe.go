@@ -197,3 +197,35 @@ func (c *Client) Powers(ctx context.Context, room string) (Powers, error) {
 	}
 	return p, nil
 }
+
+// RateLimitOverride is what Synapse's admin API says of a user's message
+// rate limit.
+type RateLimitOverride struct {
+	// Overridden: the user has an override; else the server's rc_message
+	// applies.
+	Overridden bool
+	// MessagesPerSecond and BurstCount are the override (0 and 0: no
+	// limit at all).
+	MessagesPerSecond, BurstCount float64
+}
+
+// RateLimitOverride asks Synapse's admin API (GET
+// /_synapse/admin/v1/users/<user>/override_ratelimit; RateLimitRestServlet
+// in synapse/rest/admin/users.py, v1.67.0: the requester must be a server
+// admin; the answer is {} without an override, else messages_per_second
+// and burst_count) about user. A server without that API, or a token that
+// is not an admin's, fails with a *ProbeError (404 or 400
+// M_UNRECOGNIZED; 403 M_FORBIDDEN).
+func (c *Client) RateLimitOverride(ctx context.Context, user string) (RateLimitOverride, error) {
+	u := c.cli.BuildURLWithQuery(mautrix.SynapseAdminURLPath{"v1", "users", user, "override_ratelimit"}, nil)
+	var resp map[string]any
+	if _, err := c.cli.MakeRequest(ctx, http.MethodGet, u, nil, &resp); err != nil {
+		return RateLimitOverride{}, probeError(ctx, err)
+	}
+	mps, ok1 := resp["messages_per_second"].(float64)
+	burst, ok2 := resp["burst_count"].(float64)
+	if !ok1 && !ok2 {
+		return RateLimitOverride{}, nil
+	}
+	return RateLimitOverride{Overridden: true, MessagesPerSecond: mps, BurstCount: burst}, nil
+}
