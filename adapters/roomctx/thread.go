@@ -28,6 +28,13 @@ func (b *Builder) threadHistory(ctx context.Context, room id.RoomID, root id.Eve
 		Limit: min(2*b.limits.MaxEvents, maxRelationsLimit)}
 	var newer, older []*event.Event // newest first
 	seen := false
+	// Pages may overlap: Continuwuity and conduwuit give, for dir=b, the
+	// page's newest event as next_batch (paginate_relations_with_filter,
+	// src/api/client/relations.rs; docs/homeservers.md), so the next page
+	// repeats all but one event of this one — the invocation and what
+	// came after it included. Each event counts once, in the place its
+	// first listing gave it; a page that brings nothing new ends the walk.
+	listed := map[id.EventID]bool{}
 	for page := 0; page <= extraPages(b.limits.MaxEvents, maxRelationsLimit); page++ {
 		resp, err := tf.GetRelations(ctx, room, root, req)
 		if err != nil || resp == nil {
@@ -40,9 +47,14 @@ func (b *Builder) threadHistory(ctx context.Context, room id.RoomID, root id.Eve
 				"room", messages.RoomID(room), "event", messages.EventID(inv.id), "status", errorStatus(err), "events", len(older))
 			break
 		}
+		fresh := 0
 		for _, evt := range resp.Chunk {
+			if evt == nil || listed[evt.ID] {
+				continue
+			}
+			listed[evt.ID] = true
+			fresh++
 			switch {
-			case evt == nil:
 			case !seen && evt.ID == inv.id:
 				seen = true
 			case !seen:
@@ -52,7 +64,7 @@ func (b *Builder) threadHistory(ctx context.Context, room id.RoomID, root id.Eve
 				n.count(evt, b.memo)
 			}
 		}
-		if (seen && n.met()) || resp.NextBatch == "" || resp.NextBatch == req.From || ctx.Err() != nil {
+		if (seen && n.met()) || fresh == 0 || resp.NextBatch == "" || resp.NextBatch == req.From || ctx.Err() != nil {
 			break
 		}
 		req.From = resp.NextBatch

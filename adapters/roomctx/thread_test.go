@@ -109,6 +109,45 @@ func TestThreadContext(t *testing.T) {
 		}
 	})
 
+	// Continuwuity and conduwuit answer dir=b with the page's newest
+	// event as next_batch (docs/homeservers.md, "/relations"): each page
+	// repeats the one before less its newest event, plus one older one.
+	t.Run("overlapping pages (Continuwuity)", func(t *testing.T) {
+		f := threadWorld(t)
+		c := f.relations[""].Chunk // newest first: later, inv, t4, t3
+		later, inv, t4, t3 := c[0], c[1], c[2], c[3]
+		t2 := f.relations["p2"].Chunk[0]
+		later2 := ev(t, 102, "@carol:hs", threadTxt("ALSO AFTER the invocation", "$e1", "$e101"))
+		f.relations = map[string]*mautrix.RespGetRelations{
+			"":   {Chunk: newestFirst(t4, inv, later, later2), NextBatch: "c1"},
+			"c1": {Chunk: newestFirst(t3, t4, inv, later), NextBatch: "c2"},
+			"c2": {Chunk: newestFirst(t2, t3, t4, inv), NextBatch: "c3"},
+			"c3": {Chunk: newestFirst(t2, t3, t4), NextBatch: "c4"},
+			"c4": {Chunk: newestFirst(t2, t3), NextBatch: "c5"},
+		}
+		// Nothing after the invocation, nothing twice; at one new event a
+		// page, the page bound (2 pages for 40 events) leaves "thread
+		// one" out: such a server costs context, never correctness.
+		got := bodies(t, build(t, f, testLimits(), threadInvocation("Lisa, what did we pick?", "$e1")))
+		if w := []string{"root: where do we eat?", "thread two", "thread three", "Lisa, what did we pick?"}; fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Fatalf("thread block = %q, want %q", got, w)
+		}
+		if len(f.relReqs) != 2 {
+			t.Errorf("%d relations requests, want 2 (the page bound)", len(f.relReqs))
+		}
+		// With a page bound to spare, the walk ends on the first page that
+		// brings nothing new.
+		f.relReqs = nil
+		l := testLimits()
+		l.MaxEvents = 200
+		if got := bodies(t, build(t, f, l, threadInvocation("Lisa, what did we pick?", "$e1"))); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("thread block = %q, want %q", got, want)
+		}
+		if len(f.relReqs) != 4 {
+			t.Errorf("%d relations requests, want 4 (the fourth brings nothing new)", len(f.relReqs))
+		}
+	})
+
 	t.Run("invocation not listed yet", func(t *testing.T) {
 		f := threadWorld(t)
 		f.relations = map[string]*mautrix.RespGetRelations{"": {Chunk: newestFirst(
