@@ -198,6 +198,17 @@ const checkRoomsPerAnswer = 128
 // messages (and their edits) and redactions.
 var timelineTypes = []event.Type{event.EventMessage, event.EventRedaction}
 
+// lastOfTypes is the ID of the newest of events (oldest first) whose type
+// is one of types, "" if none is.
+func lastOfTypes(events []*event.Event, types []event.Type) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i] != nil && slices.ContainsFunc(types, func(t event.Type) bool { return t.Type == events[i].Type.Type }) {
+			return string(events[i].ID)
+		}
+	}
+	return ""
+}
+
 // syncFilter is the inline /sync filter: room messages and redactions
 // only, at most limit per timeline, nothing else.
 func syncFilter(limit int) string {
@@ -518,8 +529,14 @@ func (s *Source) readRoom(ctx context.Context, a *answer, rr roomRead) error {
 	if rr.gap {
 		a.batch.GapRooms = append(a.batch.GapRooms, messages.RoomID(room))
 	}
-	if n := len(events); n > 0 {
-		a.batch.Cursor.LastEventIds[string(room)] = string(events[n-1].ID)
+	// The anchor back-fill must meet is the newest event of the types it
+	// reads: a server that ignores the timeline filter's types in /sync
+	// (Continuwuity, conduwuit; docs/homeservers.md) can end a timeline
+	// with a reaction, which a filtered /messages never shows. Without
+	// such an event the previous anchor stays (older: back-fill reads
+	// more, never less).
+	if last := lastOfTypes(events, timelineTypes); last != "" {
+		a.batch.Cursor.LastEventIds[string(room)] = last
 	}
 	if a.baseline {
 		a.batch.Rejected["baseline"] += len(events)

@@ -351,3 +351,52 @@ func mentionsHS(t *testing.T, o fakehs.Options, human string, rooms ...string) (
 	}
 	return hs, post
 }
+
+// TestAnchorIgnoresTypesTheServerShouldHaveFiltered: a homeserver whose
+// /sync ignores the timeline filter's types (Continuwuity, conduwuit)
+// ends a room's timeline with a reaction. The cursor's anchor is still
+// the newest message, so back-fill after a limited timeline meets it:
+// every mention found, no open gap. With the reaction as the anchor, a
+// filtered /messages never shows it and the back-fill reports a gap.
+func TestAnchorIgnoresTypesTheServerShouldHaveFiltered(t *testing.T) {
+	const (
+		bot, device, token = "@lisa:fake.test", "LISA", "fake-token"
+		human, room        = "@ann:fake.test", "!a:fake.test"
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hs, post := mentionsHS(t, fakehs.Options{UserID: bot, DeviceID: device, Token: token, IgnoreSyncTimelineTypes: true}, human, room)
+	post(room, "history, before the baseline")
+	cli, err := Connect(ctx, hs.URL(), bot, device, token, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewSource(cli, SyncOptions{Timeout: 100 * time.Millisecond, TimelineLimit: 2, GapPageLimit: 5, AllowedRooms: []string{room}},
+		&emptyLedger{}, slog.New(slog.DiscardHandler), time.Now)
+	base, err := src.Next(ctx, &roompb.SyncCursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(room, "Lisa, first?")
+	first := hs.Events(room)[len(hs.Events(room))-1].ID
+	if _, _, err := hs.PostEvent(room, human, "m.reaction", map[string]any{"m.relates_to": map[string]any{"rel_type": "m.annotation", "event_id": first, "key": "👍"}}); err != nil {
+		t.Fatal(err)
+	}
+	one, err := src.Next(ctx, base.Cursor)
+	if err != nil || len(one.Candidates) != 1 {
+		t.Fatalf("first answer: %v, %d candidates", err, len(one.Candidates))
+	}
+	if got := one.Cursor.GetLastEventIds()[room]; got != first {
+		t.Fatalf("anchor %s, want the newest message %s (not the reaction)", got, first)
+	}
+	for _, q := range []string{"Lisa, two?", "Lisa, three?", "Lisa, four?", "Lisa, five?"} {
+		post(room, q)
+	}
+	two, err := src.Next(ctx, one.Cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(two.Candidates) != 4 || len(two.GapRooms) != 0 {
+		t.Fatalf("after a limited timeline: %d candidates (want 4), gap rooms %v (want none)", len(two.Candidates), two.GapRooms)
+	}
+}

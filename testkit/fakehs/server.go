@@ -35,6 +35,11 @@ type Options struct {
 	// request arrives) with the room it concerns ("" for none). It must
 	// not block for long.
 	OnRequest func(endpoint, room string, at time.Time)
+	// IgnoreSyncTimelineTypes makes /sync ignore the timeline filter's
+	// types (and senders), as Continuwuity and conduwuit do (see
+	// docs/homeservers.md, "/sync"): a reaction or state event can be the
+	// last event of a room's timeline. /messages still honours them.
+	IgnoreSyncTimelineTypes bool
 }
 
 // Send is a reply that arrived by PUT /send.
@@ -178,13 +183,19 @@ func (s *Server) CreateRoom(id string, members map[string]string) {
 // Post stores a message from sender in room and returns its event ID and
 // the instant it became deliverable to /sync.
 func (s *Server) Post(roomID, sender string, content any) (string, time.Time, error) {
+	return s.PostEvent(roomID, sender, "m.room.message", content)
+}
+
+// PostEvent stores an event of type typ (a message, a reaction) from
+// sender in room, like Post.
+func (s *Server) PostEvent(roomID, sender, typ string, content any) (string, time.Time, error) {
 	raw, err := json.Marshal(content)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev, err := s.appendLocked(roomID, sender, "m.room.message", raw, "")
+	ev, err := s.appendLocked(roomID, sender, typ, raw, "")
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -420,6 +431,9 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 	tl, since, timeout, ok := parseSyncQuery(w, r)
 	if !ok {
 		return
+	}
+	if s.opts.IgnoreSyncTimelineTypes {
+		tl.Types, tl.Senders = nil, nil
 	}
 	s.mu.Lock()
 	if s.failSyncs > 0 {
