@@ -690,7 +690,10 @@ func (s *Server) context(w http.ResponseWriter, r *http.Request) {
 	evs := s.rooms[e.Room].events
 	at := indexOf(evs, e.pos)
 	var before, after [][]byte
-	nb, na := limit-limit/2, limit/2
+	// The smaller half before, as the servers split it (Synapse v1.67.0
+	// get_event_context, synapse/handlers/room.py: before_limit =
+	// floor(limit/2); the Conduit family the same, docs/homeservers.md).
+	nb, na := limit/2, limit-limit/2
 	start, end := e.pos-1, e.pos
 	for i := at - 1; i >= 0 && len(before) < nb; i-- {
 		if f.match(evs[i]) {
