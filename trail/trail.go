@@ -52,6 +52,9 @@ type Step struct {
 	What    string `json:"what"`
 	Attempt uint32 `json:"attempt,omitempty"`
 	Code    string `json:"code,omitempty"`
+	// WaitMs is the wait a homeserver asked for before the next try
+	// (StepSendFailed with retry_after_ms).
+	WaitMs int64 `json:"wait_ms,omitempty"`
 }
 
 // Steps of an invocation's path.
@@ -64,6 +67,7 @@ const (
 	StepReplyReady     = "reply_ready"
 	StepErrorReady     = "error_reply_ready"
 	StepReplySent      = "reply_sent"
+	StepSendFailed     = "send_failed"
 	StepReconciled     = "reconciled"
 	StepReplyHeld      = "reply_held"
 	StepReplyAbandoned = "reply_abandoned"
@@ -310,6 +314,16 @@ func (t *Trail) Journaled(room string, ev proto.Message, now time.Time) {
 			}
 		})
 	}
+}
+
+// SendFailed records a failed send of eventID's reply in room, with the
+// code and the wait the homeserver asked for (a rate limit's
+// retry_after_ms). The send is tried again after it.
+func (t *Trail) SendFailed(room, eventID, code string, wait time.Duration, now time.Time) {
+	ms := now.UnixMilli()
+	t.update(room, eventID, "", ms, func(en *Entry, _ *ring) {
+		en.addStep(Step{AtMs: ms, What: StepSendFailed, Code: code, WaitMs: wait.Milliseconds()})
+	})
 }
 
 // Attempted records the work of one invocation attempt: its LLM requests

@@ -186,3 +186,21 @@ func TestRefusedBudgetOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestSendWaitsAreShown: a reply send refused for a rate limit shows on
+// the path with the wait the homeserver asked for, then the send.
+func TestSendWaitsAreShown(t *testing.T) {
+	tr := New(20, nil)
+	tr.Synced(&messages.SyncBatch{Seen: []messages.SeenEvent{seen("!r", "$ask", "mention", "text")}}, t0)
+	tr.Journaled("!r", &roompb.InvocationQueued{Candidate: &roompb.Candidate{EventId: "$ask", Sender: "@u:hs"}}, t0)
+	tr.Journaled("!r", &roompb.ReplyReady{EventId: "$ask"}, t0.Add(time.Second))
+	tr.SendFailed("!r", "$ask", "matrix_rate_limited", 4500*time.Millisecond, t0.Add(2*time.Second))
+	e, _ := tr.Why("$ask")
+	if last := e.Path[len(e.Path)-1]; last.What != StepSendFailed || last.Code != "matrix_rate_limited" || last.WaitMs != 4500 || e.Outcome != Invoked {
+		t.Fatalf("after a 429: outcome %s, last step %+v", e.Outcome, last)
+	}
+	tr.Journaled("!r", &roompb.ReplySent{EventId: "$ask", ReplyEventId: "$reply"}, t0.Add(7*time.Second))
+	if e, _ := tr.Why("$ask"); e.Outcome != Answered || e.Path[len(e.Path)-2].What != StepSendFailed {
+		t.Fatalf("after the send: %+v", e)
+	}
+}

@@ -106,6 +106,10 @@ type Observer interface {
 type Trail interface {
 	Journaled(room string, ev proto.Message, now time.Time)
 	Attempted(room, eventID string, attempt uint32, st messages.AttemptStats, code string, now time.Time)
+	// SendFailed records a failed send of a reply with the wait the
+	// homeserver asked for (zero: none named), so `why` shows a reply
+	// waiting for a rate limit.
+	SendFailed(room, eventID, code string, wait time.Duration, now time.Time)
 }
 
 // Results of a lookup of Lisa's events to redact (Observer.Lookup);
@@ -500,6 +504,9 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 			}
 			if le.Code == messages.CodeMatrixRateLimit && cfg.Observer != nil {
 				cfg.Observer.RateLimited(le.RetryAfter)
+			}
+			if cfg.Trail != nil {
+				cfg.Trail.SendFailed(room, e.EventID, string(le.Code), le.RetryAfter, time.Now())
 			}
 			cfg.Logger.Info("reply send failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID),
 				"code", le.Code, "ambiguous", le.Ambiguous, "permanent", le.Permanent)
