@@ -13,8 +13,9 @@ trap 'rm -rf "$ctx"' EXIT
 if [ -n "${LISA_BINARY:-}" ]; then
 	cp "$LISA_BINARY" "$ctx/lisa"
 else
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/lisa" ./cmd/lisa)
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -buildvcs=auto -o "$ctx/lisa" ./cmd/lisa)
 fi
 cp /etc/ssl/certs/ca-certificates.crt "$ctx/ca-certificates.crt"
-mkdir -m 0700 "$ctx/data"
+# The data dir itself (not only its contents) is copied with its mode.
+mkdir -p "$ctx/rootfs" && mkdir -m 0700 "$ctx/rootfs/data"
 podman --runtime runc build --format docker --file "$root/deploy/Containerfile" --tag "$tag" "$ctx"
