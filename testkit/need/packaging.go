@@ -1,6 +1,7 @@
 package need
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 )
@@ -47,4 +48,27 @@ func Podman(t testing.TB) {
 func Lintian(t testing.TB) {
 	t.Helper()
 	lintianTool.Need(t)
+}
+
+// debianTool is what building and installing Lisa's Debian package into
+// a throw-away root takes: dpkg, dpkg-deb and lintian, systemd's
+// sysusers, tmpfiles and analyze (the package's scripts and the unit
+// check), and root (dpkg --root writes files owned by root and the lisa
+// user).
+var debianTool = Tool{Name: "Debian packaging (lintian, dpkg, systemd)", Package: "lintian systemd", RequireEnv: RequireLintianEnv, Check: func() string {
+	if why := onPath("lintian", "dpkg-deb", "dpkg", "dpkg-query", "systemd-sysusers", "systemd-tmpfiles", "systemd-analyze"); why != "" {
+		return why
+	}
+	if os.Geteuid() != 0 {
+		return "not root (dpkg --root installs files owned by root and the lisa user)"
+	}
+	return ""
+}}
+
+// DebianPackaging skips t with one line naming what is missing unless
+// lintian, dpkg and systemd's tools are on PATH and the test runs as
+// root; with LISA_REQUIRE_LINTIAN=1 it fails t instead.
+func DebianPackaging(t testing.TB) {
+	t.Helper()
+	debianTool.Need(t)
 }
