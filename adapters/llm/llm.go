@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -257,7 +258,16 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 		}
 		if err == nil {
 			if c.cfg.TextToolCalls && len(req.Tools) > 0 && !req.AnswerOnly && len(resp.ToolCalls) == 0 {
-				if calls, rest := parseTextToolCalls(resp.Content); len(calls) > 0 {
+				// A reply over the limit is refused before any parsing: the
+				// body may be megabytes of markers.
+				if c.cfg.MaxResponseCharacters > 0 && utf8.RuneCountInString(resp.Content) > c.cfg.MaxResponseCharacters {
+					return messages.ChatResponse{}, badResponse("response exceeds max_response_characters")
+				}
+				calls, rest, perr := parseTextToolCalls(ctx, resp.Content)
+				if perr != nil {
+					return messages.ChatResponse{}, classify(ctx, perr, nil, c.redact)
+				}
+				if len(calls) > 0 {
 					resp.ToolCalls, resp.Content, resp.TextToolCalls = calls, rest, true
 				}
 			}

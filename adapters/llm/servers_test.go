@@ -251,7 +251,7 @@ func TestTextToolCalls(t *testing.T) {
 		{`plain prose`, nil, `plain prose`},
 	}
 	for _, c := range cases {
-		calls, rest := parseTextToolCalls(c.in)
+		calls, rest, _ := parseTextToolCalls(context.Background(), c.in)
 		if !reflect.DeepEqual(calls, c.calls) || rest != c.rest {
 			t.Errorf("parseTextToolCalls(%q) = %+v, %q; want %+v, %q", c.in, calls, rest, c.calls, c.rest)
 		}
