@@ -140,11 +140,10 @@ func must(t *testing.T, err error) {
 // fixtureFormat is the format writeFixture writes: this build's.
 const fixtureFormat = persistence.FormatVersion
 
-// TestWriteFormatFixture writes testdata/format<N>.tar.gz with -update.
+// TestWriteFormatFixture writes a data dir of this build's format as the
+// fixture is written, packs it and checks that it reads back after
+// unpacking; with -update it also replaces testdata/format<N>.tar.gz.
 func TestWriteFormatFixture(t *testing.T) {
-	if !*update {
-		t.Skip("writes the fixture only with -update")
-	}
 	dir := t.TempDir()
 	s, err := persistence.OpenBadger(dir, persistence.BadgerOptions{})
 	must(t, err)
@@ -152,7 +151,16 @@ func TestWriteFormatFixture(t *testing.T) {
 	must(t, s.Close())
 	var buf bytes.Buffer
 	must(t, packDir(&buf, dir))
-	must(t, os.WriteFile(filepath.Join("testdata", fixtureName(fixtureFormat)), buf.Bytes(), 0o644))
+	name := fixtureName(fixtureFormat)
+	out := filepath.Join(t.TempDir(), name)
+	if *update {
+		out = filepath.Join("testdata", name)
+	}
+	must(t, os.WriteFile(out, buf.Bytes(), 0o644))
+	reopened, err := persistence.OpenBadger(unpackTo(t, out), persistence.BadgerOptions{})
+	must(t, err)
+	defer func() { must(t, reopened.Close()) }()
+	checkFixture(t, reopened)
 }
 
 func fixtureName(format int) string {
@@ -193,7 +201,13 @@ func packDir(w io.Writer, dir string) error {
 // unpackFixture unpacks testdata/<name> into a new directory.
 func unpackFixture(t *testing.T, name string) string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
+	return unpackTo(t, filepath.Join("testdata", name))
+}
+
+// unpackTo unpacks the packed data dir at path into a new directory.
+func unpackTo(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
 	must(t, err)
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
