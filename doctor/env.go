@@ -11,6 +11,7 @@ import (
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
+	"github.com/lisabot/lisa/sameorigin"
 )
 
 // Env is what the checks share: the resolved configuration and the
@@ -62,9 +63,10 @@ func newEnv(ctx context.Context, res config.Resolved, path string, timeout time.
 func (e *Env) close() { e.transport.CloseIdleConnections() }
 
 // HTTPClient returns a client for one check's requests: bounded by
-// RequestTimeout, never through a proxy (like every client of Lisa's).
+// RequestTimeout, never through a proxy and never following a redirect
+// to another origin (like every client of Lisa's).
 func (e *Env) HTTPClient() *http.Client {
-	return &http.Client{Timeout: e.RequestTimeout, Transport: e.transport}
+	return sameorigin.Guard(&http.Client{Timeout: e.RequestTimeout, Transport: e.transport})
 }
 
 // request runs f with a context bounded by RequestTimeout within the run

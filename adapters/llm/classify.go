@@ -13,6 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/sameorigin"
 )
 
 // Request parameters a server may refuse, as they are named on the wire.
@@ -93,8 +94,14 @@ func classifyRaw(ctx context.Context, err error, info *attemptInfo) *messages.Er
 	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
+	var redirectErr *sameorigin.Error
 	status := f.Status
 	switch {
+	case errors.As(err, &redirectErr):
+		// The server redirected to another origin, which the client
+		// refuses to follow with the API key: a configuration to fix.
+		f.Cause = messages.CauseRejected
+		return failure(messages.CodeLLMRejected, "LLM endpoint "+redirectErr.Error()+": set llm.base_url to it", true, f)
 	case errors.Is(err, errResponseTooLarge):
 		f.Cause = messages.CauseTooLarge
 		return failure(messages.CodeLLMBadResponse, "LLM response exceeded the size limit", false, f)

@@ -19,6 +19,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/sameorigin"
 )
 
 // Retry defaults for [Client.Chat].
@@ -158,6 +159,9 @@ func New(cfg Config) *Client {
 		copied := *cfg.HTTPClient
 		hc = &copied
 	}
+	// The API key goes in a header that Go would copy to a redirect
+	// target on the same host but another port or scheme.
+	hc = sameorigin.Guard(hc)
 	base := hc.Transport
 	if base == nil {
 		base = directTransport()

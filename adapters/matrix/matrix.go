@@ -14,6 +14,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/messages"
+	"github.com/lisabot/lisa/sameorigin"
 )
 
 // invocationKey mirrors render.InvocationKey: the content field naming the
@@ -306,6 +307,15 @@ func Classify(err error) *messages.Error {
 	var le *messages.Error
 	if errors.As(err, &le) {
 		return le
+	}
+	var rerr *sameorigin.Error
+	if errors.As(err, &rerr) {
+		// The homeserver (or a proxy in front of it) answered with a
+		// redirect to another origin, which the client refuses to follow
+		// with the access token. Nothing was done there; the operator
+		// must point matrix.homeserver_url at the target. Like a refused
+		// token, this is retried with backoff and replies are kept.
+		return &messages.Error{Code: messages.CodeMatrixForbidden, Message: "homeserver " + rerr.Error() + ": set matrix.homeserver_url to it"}
 	}
 	var herr mautrix.HTTPError
 	if errors.As(err, &herr) && herr.Response != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lisabot/lisa/sameorigin"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -32,7 +33,9 @@ func Open(homeserver, user, device, token string, hc *http.Client) (*Client, err
 		tr.Proxy = nil
 		hc = &http.Client{Transport: tr}
 	}
-	cli.Client = hc
+	// The access token goes in a header that Go would copy to a redirect
+	// target on the same host but another port or scheme.
+	cli.Client = sameorigin.Guard(hc)
 	return &Client{cli: cli, skew: clockSkew}, nil
 }
 
@@ -70,6 +73,12 @@ func (e *ProbeError) Error() string {
 // probeError turns a mautrix error into a *ProbeError; ctx tells a
 // deadline apart from other failures.
 func probeError(ctx context.Context, err error) *ProbeError {
+	var rerr *sameorigin.Error
+	if errors.As(err, &rerr) {
+		// A redirect to another origin, not followed: say where it
+		// pointed rather than "HTTP 307".
+		return &ProbeError{Cause: rerr.Error()}
+	}
 	var herr mautrix.HTTPError
 	if errors.As(err, &herr) && herr.Response != nil {
 		pe := &ProbeError{Status: herr.Response.StatusCode}
