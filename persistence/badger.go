@@ -47,9 +47,11 @@ type Badger struct {
 	logs   *logSyncer
 	format int
 	closed atomic.Bool
-	// now and retention are BadgerOptions.Now and Retention.
+	// now, retention and log are BadgerOptions.Now, Retention and
+	// Logger.
 	now       func() time.Time
 	retention time.Duration
+	log       *slog.Logger
 	sweep     sweepState
 }
 
@@ -94,7 +96,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		return nil, fmt.Errorf("persistence: read inboxes at %s: %w", dir, err)
 	}
 	logs := newLogSyncer(dir)
-	s := &Badger{db: db, inbox: inbox, logs: logs, format: FormatVersion, now: o.Now, retention: o.Retention}
+	s := &Badger{db: db, inbox: inbox, logs: logs, format: FormatVersion, now: o.Now, retention: o.Retention, log: o.Logger}
 	s.writes = startGroupCommit(db, logs.sync, func(err error) {
 		if o.Logger != nil {
 			o.Logger.Error("the store could not sync to disk; it accepts no more writes and nothing more is sent",
@@ -377,9 +379,13 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 			return nil, err
 		}
 	}
-	var accepted []*roompb.Candidate
+	var (
+		accepted []*roompb.Candidate
+		tooOld   []*roompb.Candidate
+		floorMs  int64
+	)
 	err = s.updateLazy(func(txn *badger.Txn) error {
-		accepted = accepted[:0]
+		accepted, tooOld = accepted[:0], tooOld[:0]
 		seq, err := getUint(txn, []byte{'q'})
 		if err != nil {
 			return err
@@ -388,6 +394,7 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 		if err != nil {
 			return err
 		}
+		floorMs = floor
 		for _, c := range cands {
 			marker := key('n', c.GetRoomId(), c.GetEventId())
 			if _, err := txn.Get(marker); err == nil {
@@ -398,6 +405,7 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 			if c.GetOriginTsMs() < floor {
 				// Older than the retention: its marker may be gone
 				// (see SweepRetention), so it may have been routed.
+				tooOld = append(tooOld, c)
 				continue
 			}
 			seq++
@@ -426,6 +434,13 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 	// Before returning, so before any room is nudged (see inboxIndex).
 	for _, c := range accepted {
 		s.inbox.mark(c.GetRoomId())
+	}
+	for _, c := range tooOld {
+		if s.log != nil {
+			s.log.Info("event older than runtime.retention_days not routed: it is never answered", "code", "event_too_old",
+				"room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()),
+				"origin_ts_ms", c.GetOriginTsMs(), "floor_ms", floorMs)
+		}
 	}
 	return accepted, nil
 }

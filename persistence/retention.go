@@ -292,6 +292,8 @@ type Sweeper struct {
 
 // SweeperOptions configure a [Sweeper].
 type SweeperOptions struct {
+	// First is the time before the first pass.
+	First time.Duration
 	// Every is the time between two complete sweeps.
 	Every time.Duration
 	// Pause is the time between two passes of one sweep.
@@ -317,9 +319,9 @@ const (
 	DefaultSweepLimit = 1000
 )
 
-// StartSweeper starts sweeping store: the first pass runs at once (in the
-// clock's goroutine), then as SweeperOptions say. Stop it before closing
-// the store.
+// StartSweeper starts sweeping store: the first pass runs First from now
+// (in the clock's goroutine), then as SweeperOptions say. Stop it before
+// closing the store.
 func StartSweeper(store *Badger, o SweeperOptions) *Sweeper {
 	if o.Every <= 0 {
 		o.Every = DefaultSweepEvery
@@ -331,7 +333,7 @@ func StartSweeper(store *Badger, o SweeperOptions) *Sweeper {
 		o.Limit = DefaultSweepLimit
 	}
 	w := &Sweeper{store: store, o: o}
-	w.schedule(0)
+	w.schedule(o.First)
 	return w
 }
 
@@ -383,8 +385,12 @@ func (w *Sweeper) pass() {
 	w.schedule(w.o.Every)
 }
 
-// Stop cancels the next pass and waits for a pass under way to end.
+// Stop cancels the next pass and waits for a pass under way to end. A nil
+// Sweeper is stopped already.
 func (w *Sweeper) Stop() {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	w.stopped = true
 	if w.cancel != nil {

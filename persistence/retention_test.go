@@ -227,7 +227,8 @@ func TestSweptEventIsNotRoutedAgain(t *testing.T) {
 		must(t, s.Close())
 	}
 	clock.Set(now)
-	s, err = persistence.OpenBadger(dir, persistence.BadgerOptions{Now: clock.Now, Retention: rtKeep})
+	var logs bytes.Buffer
+	s, err = persistence.OpenBadger(dir, persistence.BadgerOptions{Now: clock.Now, Retention: rtKeep, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	must(t, err)
 	defer s.Close()
 	for _, c := range []struct {
@@ -248,6 +249,9 @@ func TestSweptEventIsNotRoutedAgain(t *testing.T) {
 	must(t, err)
 	if len(inbox) != 1 || inbox[0].GetEventId() != "$recent" {
 		t.Errorf("inbox %v: only the recent event may wait for an answer", inbox)
+	}
+	if n := strings.Count(logs.String(), `"code":"event_too_old"`); n != 2 || strings.Contains(logs.String(), "$unseen-old") {
+		t.Errorf("%d event_too_old lines (want 2, IDs hashed): %s", n, logs.String())
 	}
 }
 
