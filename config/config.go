@@ -269,6 +269,10 @@ type RuntimeConfig struct {
 	// TrailEvents is how many recent events the event trail keeps per
 	// room, in memory (lisa shell: why, trail; the status page).
 	TrailEvents int `koanf:"trail_events"`
+	// RetentionDays is how long routed markers, token usage records and
+	// budget notices are kept in the data dir; Lisa never answers a
+	// message sent longer ago (see [RuntimeConfig.Retention]).
+	RetentionDays int `koanf:"retention_days"`
 	// StatusListen is the host:port of the status page (/ and
 	// /status.json). Empty turns it off. Only loopback addresses, unless
 	// StatusAllowRemote is set with a StatusToken.
@@ -281,6 +285,11 @@ type RuntimeConfig struct {
 	// other users of the machine out. Resolve refuses one with under
 	// 128 bits of randomness (see TokenStrengthBits).
 	StatusToken SecretRef `koanf:"status_token"`
+}
+
+// Retention returns RetentionDays as a duration.
+func (r RuntimeConfig) Retention() time.Duration {
+	return time.Duration(r.RetentionDays) * 24 * time.Hour
 }
 
 // InvocationTimeout returns InvocationTimeoutSeconds as a duration.

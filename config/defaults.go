@@ -73,6 +73,7 @@ func Default() Config {
 			WaitReactionSeconds:      10,
 			LogLevel:                 "info",
 			TrailEvents:              200,
+			RetentionDays:            DefaultRetentionDays,
 		},
 	}
 }

@@ -292,7 +292,7 @@ func TestSyntaxErrorWithoutPosition(t *testing.T) {
 
 func TestSchemaCoversConfig(t *testing.T) {
 	keys := Keys()
-	if len(keys) != 69 { // #27 adds llm.max_parallel_tool_calls; #29 adds llm.daily_token_budget, llm.room_daily_token_budget, persona.budget_error; #37 matrix.txn_ids_survive_restart
+	if len(keys) != 70 { // #27 adds llm.max_parallel_tool_calls; #29 adds llm.daily_token_budget, llm.room_daily_token_budget, persona.budget_error; #37 matrix.txn_ids_survive_restart; #39 runtime.retention_days
 		t.Errorf("Config has %d keys; update the example file and this test when adding keys", len(keys))
 	}
 	seen := map[string]bool{}

@@ -245,6 +245,10 @@ func (r RuntimeConfig) validate(ps *Problems) {
 		ps.add("runtime.metrics_listen", "%s", msg)
 	}
 	checkRange(ps, "runtime.trail_events", r.TrailEvents, 1, MaxTrailEvents)
+	if !inRange(r.RetentionDays, MinRetentionDays, MaxRetentionDays) {
+		ps.add("runtime.retention_days", "must be between %d and %d days, got %d: routed markers, usage records and budget notices are kept that long, and a message older than that is never answered (the default %d keeps a year of lisa usage)",
+			MinRetentionDays, MaxRetentionDays, r.RetentionDays, DefaultRetentionDays)
+	}
 	if msg := statusListenProblem(r.StatusListen, r.StatusAllowRemote); msg != "" {
 		ps.add("runtime.status_listen", "%s", msg)
 	}
@@ -408,6 +412,20 @@ func secretRefProblem(ref SecretRef, required bool) string {
 
 // MaxTrailEvents bounds runtime.trail_events.
 const MaxTrailEvents = 10_000
+
+// runtime.retention_days: the default keeps a year of `lisa usage` (it
+// reads up to 366 days); the minimum stays far above every window in
+// which an event can be delivered again (Dendrite's JetStream redelivers
+// after 5 min 10 s, matrix.late_store_seconds is at most an hour) and
+// lets Lisa answer what was asked during a week's downtime.
+const (
+	// DefaultRetentionDays is runtime.retention_days' default.
+	DefaultRetentionDays = 400
+	// MinRetentionDays bounds runtime.retention_days from below.
+	MinRetentionDays = 7
+	// MaxRetentionDays bounds runtime.retention_days from above.
+	MaxRetentionDays = 3_650
+)
 
 // statusListenProblem checks runtime.status_listen: empty (off), a
 // loopback host:port, or any host:port when remote is allowed (the token

@@ -40,6 +40,7 @@ const SnapshotInterval = 50
 // Daemon is Lisa's running core: the store and the actor tree.
 type Daemon struct {
 	store       *persistence.Badger
+	sweeper     *persistence.Sweeper // retention (runtime.retention_days)
 	source      *matrix.Source
 	sys         *app.System
 	log         *slog.Logger
@@ -118,8 +119,9 @@ type Deps struct {
 	// OnEncrypted, if set, is told about an allowed room that a sync
 	// answer shows encrypted (see matrix.SyncOptions.OnEncrypted).
 	OnEncrypted func(room string)
-	// Clock, if set, is the clock token budgets read their day from (test
-	// builds move it past midnight); nil is time.Now.
+	// Clock, if set, is the clock token budgets read their day from, and
+	// the store's retention (test builds move it past midnight); nil is
+	// time.Now.
 	Clock func() time.Time
 	// Build is the binary's build info, shown by `lisa health`, the status
 	// page and the lisa_build_info metric.
@@ -132,7 +134,7 @@ type Deps struct {
 // Start opens the store and starts the actor tree for res.
 func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 	cfg := res.Config
-	store, clean, provider, err := openStore(cfg, log)
+	store, clean, provider, err := openStore(cfg, deps.Clock, log)
 	if err != nil {
 		return nil, err
 	}
@@ -186,13 +188,15 @@ func Start(res config.Resolved, log *slog.Logger, deps Deps) (*Daemon, error) {
 		_ = store.Close()
 		return nil, err
 	}
+	d.sweeper = startSweeper(store, deps.Clock, log)
 	return d, nil
 }
 
-// openStore opens Badger, takes the clean-stop mark of the run before and
-// builds the journal provider.
-func openStore(cfg config.Config, log *slog.Logger) (_ *persistence.Badger, clean bool, _ *persistence.Provider, _ error) {
-	store, err := persistence.OpenBadger(cfg.Runtime.DataDir, persistence.BadgerOptions{Logger: log})
+// openStore opens Badger with the retention of runtime.retention_days on
+// clock (time.Now when nil), takes the clean-stop mark of the run before
+// and builds the journal provider.
+func openStore(cfg config.Config, clock func() time.Time, log *slog.Logger) (_ *persistence.Badger, clean bool, _ *persistence.Provider, _ error) {
+	store, err := persistence.OpenBadger(cfg.Runtime.DataDir, persistence.BadgerOptions{Logger: log, Now: clock, Retention: cfg.Runtime.Retention()})
 	if err != nil {
 		return nil, false, nil, err
 	}
@@ -208,6 +212,21 @@ func openStore(cfg config.Config, log *slog.Logger) (_ *persistence.Badger, clea
 		return nil, false, nil, err
 	}
 	return store, clean, provider, nil
+}
+
+// sweepFirst is how long after the start the first retention sweep
+// begins: not while Lisa catches up with what she missed.
+const sweepFirst = time.Minute
+
+// startSweeper starts the retention sweep of store on the wall clock's
+// timers, reading the time from clock (time.Now when nil).
+func startSweeper(store *persistence.Badger, clock func() time.Time, log *slog.Logger) *persistence.Sweeper {
+	if clock == nil {
+		clock = time.Now
+	}
+	return persistence.StartSweeper(store, persistence.SweeperOptions{
+		First: sweepFirst, Now: clock, AfterFunc: app.RealClock{}.AfterFunc, Logger: log,
+	})
 }
 
 // newMetrics returns the metrics, reading actors and the store.
@@ -452,6 +471,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			}
 		}
 	}
+	d.sweeper.Stop()
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}
@@ -488,6 +508,7 @@ func (d *Daemon) stopFailed(release <-chan struct{}) error {
 		_ = d.admin.Close()
 	}
 	d.closeServers()
+	d.sweeper.Stop()
 	if cerr := d.store.Close(); err == nil {
 		err = cerr
 	}

@@ -24,6 +24,12 @@ type BadgerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Retention is how long routed markers, usage records and budget
+	// notices are kept (runtime.retention_days); CommitSync routes no
+	// event sent longer ago (see SweepRetention). Zero keeps them for
+	// ever and routes events of any age, up to a floor an earlier sweep
+	// left.
+	Retention time.Duration
 }
 
 // Badger is the production Store: one embedded Badger database. Every
@@ -41,6 +47,12 @@ type Badger struct {
 	logs   *logSyncer
 	format int
 	closed atomic.Bool
+	// now, retention and log are BadgerOptions.Now, Retention and
+	// Logger.
+	now       func() time.Time
+	retention time.Duration
+	log       *slog.Logger
+	sweep     sweepState
 }
 
 var _ Store = (*Badger)(nil)
@@ -84,7 +96,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		return nil, fmt.Errorf("persistence: read inboxes at %s: %w", dir, err)
 	}
 	logs := newLogSyncer(dir)
-	s := &Badger{db: db, inbox: inbox, logs: logs, format: FormatVersion}
+	s := &Badger{db: db, inbox: inbox, logs: logs, format: FormatVersion, now: o.Now, retention: o.Retention, log: o.Logger}
 	s.writes = startGroupCommit(db, logs.sync, func(err error) {
 		if o.Logger != nil {
 			o.Logger.Error("the store could not sync to disk; it accepts no more writes and nothing more is sent",
@@ -367,19 +379,34 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 			return nil, err
 		}
 	}
-	var accepted []*roompb.Candidate
+	var (
+		accepted []*roompb.Candidate
+		tooOld   []*roompb.Candidate
+		floorMs  int64
+	)
 	err = s.updateLazy(func(txn *badger.Txn) error {
-		accepted = accepted[:0]
+		accepted, tooOld = accepted[:0], tooOld[:0]
 		seq, err := getUint(txn, []byte{'q'})
 		if err != nil {
 			return err
 		}
+		floor, err := s.routeFloor(txn)
+		if err != nil {
+			return err
+		}
+		floorMs = floor
 		for _, c := range cands {
 			marker := key('n', c.GetRoomId(), c.GetEventId())
 			if _, err := txn.Get(marker); err == nil {
 				continue
 			} else if !errors.Is(err, badger.ErrKeyNotFound) {
 				return err
+			}
+			if c.GetOriginTsMs() < floor {
+				// Older than the retention: its marker may be gone
+				// (see SweepRetention), so it may have been routed.
+				tooOld = append(tooOld, c)
+				continue
 			}
 			seq++
 			entry := proto.Clone(c).(*roompb.Candidate)
@@ -391,7 +418,7 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 			if err := txn.Set(indexedKey('i', c.GetRoomId(), seq), val); err != nil {
 				return err
 			}
-			if err := txn.Set(marker, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+			if err := txn.Set(marker, markerValue(seq, c.GetOriginTsMs())); err != nil {
 				return err
 			}
 			accepted = append(accepted, entry)
@@ -407,6 +434,13 @@ func (s *Badger) CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) (
 	// Before returning, so before any room is nudged (see inboxIndex).
 	for _, c := range accepted {
 		s.inbox.mark(c.GetRoomId())
+	}
+	for _, c := range tooOld {
+		if s.log != nil {
+			s.log.Info("event older than runtime.retention_days not routed: it is never answered", "code", "event_too_old",
+				"room", messages.RoomID(c.GetRoomId()), "event", messages.EventID(c.GetEventId()),
+				"origin_ts_ms", c.GetOriginTsMs(), "floor_ms", floorMs)
+		}
 	}
 	return accepted, nil
 }
@@ -462,12 +496,9 @@ func removeInbox(txn *badger.Txn, room, eventID string) error {
 		return err
 	}
 	var seq uint64
-	if err := item.Value(func(v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("%w: routed marker", ErrCorrupt)
-		}
-		seq = binary.BigEndian.Uint64(v)
-		return nil
+	if err := item.Value(func(v []byte) (err error) {
+		seq, _, _, err = decodeMarker(v)
+		return err
 	}); err != nil {
 		return err
 	}

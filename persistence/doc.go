@@ -18,6 +18,15 @@
 // suite in persistencetest runs against both. Provider adapts a Journal to
 // protoactor's persistence plugin.
 //
+// Retention: routed markers, usage records and budget notices older than
+// BadgerOptions.Retention (runtime.retention_days) are removed by
+// SweepRetention, in bounded passes a Sweeper runs in the background. A
+// marker goes only once the event it names would be refused anyway: the
+// sweep raises the stored floor ('w') past the marker's time in the same
+// write, and CommitSync routes no event sent before the floor or before
+// now minus the retention (see retention.go). Lisa's replies ('b', 'a')
+// are kept for ever.
+//
 // Key layout in Badger (NUL separators keep "rooms/a" from prefix-matching
 // "rooms/a/b"; indices are big-endian so iteration is ordered):
 //
@@ -26,12 +35,13 @@
 //	c                                sync cursor (SyncCursor)
 //	q                                last inbox sequence number
 //	i 0x00 <room> 0x00 be64(seq)     inbox entry (Candidate)
-//	n 0x00 <room> 0x00 <event>       routed marker: be64(seq) of the entry
+//	n 0x00 <room> 0x00 <event>       routed marker: be64(seq) of the entry, be64(origin_server_ts ms) of the event
 //	b 0x00 <room> 0x00 <event>       Lisa's own event: ID of the event it answers
 //	a 0x00 <room> 0x00 <event>       the event answered: ID of Lisa's event answering it (RepliedTo)
 //	x                                clean-stop mark (MarkCleanStop, TakeCleanStop)
 //	u 0x00 <day> 0x00 <room> 0x00 <id>  token usage of one LLM request (UsageRecord, JSON)
 //	v 0x00 <day> 0x00 <room>         the event that got the day's budget notice (BudgetNotice)
 //	f                                the data dir's format: be64(version) (see FormatVersion)
+//	w                                retention floor: be64(Unix ms); events sent before it are never routed
 //	t                                fingerprint of the last process's Matrix access token (SwapSessionFingerprint)
 package persistence

@@ -62,3 +62,34 @@ func BackupRawForTest(dir, path string) error {
 	_, err = (&Badger{db: db}).BackupTo(path)
 	return err
 }
+
+// KeysForTest counts the keys of kind ('n', 'u', 'v', …) in the open
+// store s.
+func KeysForTest(s *Badger, kind byte) (int, error) {
+	n := 0
+	err := s.view(func(txn *badger.Txn) error {
+		prefix := []byte{kind, sep}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// MarkerBytesForTest returns the stored key and value lengths of the
+// routed marker of (room, eventID).
+func MarkerBytesForTest(s *Badger, room, eventID string) (keyLen, valueLen int, err error) {
+	err = s.view(func(txn *badger.Txn) error {
+		k := key('n', room, eventID)
+		item, err := txn.Get(k)
+		if err != nil {
+			return err
+		}
+		keyLen, valueLen = len(k), int(item.ValueSize())
+		return nil
+	})
+	return keyLen, valueLen, err
+}

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/lisabot/lisa/messages/roompb"
 )
 
 // FormatVersion is the data-dir format this build writes, and the newest
@@ -15,7 +18,7 @@ import (
 // were recorded: it is format 1. Opening an older format migrates it in
 // place, one step at a time (see migrations); a newer one is refused
 // before anything is written.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // ErrNewerFormat reports a data dir written by a newer build, in a format
 // this build cannot read.
@@ -43,6 +46,84 @@ var migrations = []migration{
 	// question), so a question answered before the upgrade is known as
 	// answered after it.
 	{from: 1, what: "record the data dir's format and index replies by their question", run: indexReplies},
+	// Format 3 gives every routed marker ('n') the time its event was
+	// sent, by which the retention sweep removes it (see
+	// SweepRetention); format 2 held be64(seq) alone, which an older
+	// build reads as corrupt once it is 16 bytes long. A marker written
+	// before has no known time: it gets the time of the migration (or
+	// its pending inbox entry's, if later), so it is kept a whole
+	// retention from the upgrade on.
+	{from: 2, what: "give every routed marker a time for the retention sweep", run: timeMarkers},
+}
+
+// timeMarkers rewrites every routed marker of format 2, be64(seq), as
+// markerValue(seq, t), t being now or, if later, the origin_server_ts of
+// the marker's inbox entry while it is pending. Idempotent: a marker that
+// already has a time is left as it is.
+func timeMarkers(db *badger.DB, now time.Time) error {
+	type marker struct {
+		key  []byte
+		room string
+		seq  uint64
+	}
+	var legacy []marker
+	err := db.View(func(txn *badger.Txn) error {
+		prefix := []byte{'n', sep}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.ValidForPrefix(prefix); it.Next() {
+			item := it.Item()
+			var m marker
+			err := item.Value(func(v []byte) error {
+				seq, _, timed, err := decodeMarker(v)
+				if err != nil || timed {
+					return err
+				}
+				room, _, _ := bytes.Cut(item.Key()[len(prefix):], []byte{sep})
+				m = marker{key: item.KeyCopy(nil), room: string(room), seq: seq}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if m.key != nil {
+				legacy = append(legacy, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	at := make([]int64, len(legacy))
+	err = db.View(func(txn *badger.Txn) error {
+		for i, m := range legacy {
+			at[i] = now.UnixMilli()
+			item, err := txn.Get(indexedKey('i', m.room, m.seq))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			c := &roompb.Candidate{}
+			if err := item.Value(func(v []byte) error { return proto.Unmarshal(v, c) }); err != nil {
+				return fmt.Errorf("%w: inbox entry: %v", ErrCorrupt, err)
+			}
+			at[i] = max(at[i], c.GetOriginTsMs())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	wb := db.NewWriteBatch()
+	defer wb.Cancel()
+	for i, m := range legacy {
+		if err := wb.Set(m.key, markerValue(m.seq, at[i])); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
 }
 
 // indexReplies writes key('a', room, question) = reply for every bot event

@@ -40,7 +40,9 @@ type Ledger interface {
 	// commit.
 	Cursor() (*roompb.SyncCursor, error)
 	// CommitSync atomically stores cur and appends each candidate whose
-	// (room, event) was never routed before to its room's inbox. It returns
+	// (room, event) was never routed before to its room's inbox (Badger
+	// also refuses one sent before its retention floor, see
+	// [Badger.SweepRetention]). It returns
 	// the candidates it appended, with InboxSeq assigned. Either everything
 	// is stored or nothing is.
 	CommitSync(cur *roompb.SyncCursor, cands []*roompb.Candidate) ([]*roompb.Candidate, error)

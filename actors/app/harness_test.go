@@ -151,6 +151,8 @@ type harness struct {
 	rooms              []string
 	maxConc            int
 	snapshot           int
+	// storeOpts are the store's options (retention and its clock).
+	storeOpts persistence.BadgerOptions
 }
 
 func newHarness(t *testing.T, roomIDs ...string) *harness {
@@ -160,7 +162,7 @@ func newHarness(t *testing.T, roomIDs ...string) *harness {
 func (h *harness) start() {
 	t := h.t
 	t.Helper()
-	store, err := persistence.OpenBadger(h.dir, persistence.BadgerOptions{})
+	store, err := persistence.OpenBadger(h.dir, h.storeOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
