@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,4 +193,101 @@ func TestRecordOnANewDayCountsOnce(t *testing.T) {
 	if err := m.Check(context.Background(), "!a", "$4"); code(err) != messages.CodeBudgetExhausted {
 		t.Fatalf("200 of 200 today: %v, want the notice", err)
 	}
+}
+
+// failingLLM fails every request with an LLM failure that says how many
+// attempts reached the server, counting requests.
+type failingLLM struct {
+	sent     int
+	requests int
+}
+
+func (f *failingLLM) Chat(context.Context, messages.ChatRequest) (messages.ChatResponse, error) {
+	f.requests++
+	return messages.ChatResponse{}, &messages.Error{Code: messages.CodeLLMTimeout, Message: "LLM request timed out",
+		Err: &messages.LLMFailure{Cause: messages.CauseTimeout, Sent: f.sent}}
+}
+
+// TestAFailedRequestThatReachedTheServerCounts (issue #39 item 4): each
+// attempt that reached the server and failed is recorded as the request's
+// prompt estimated from bytes, marked estimated; one that reached nothing
+// records nothing; a reply after retried attempts records them too.
+func TestAFailedRequestThatReachedTheServerCounts(t *testing.T) {
+	// "user" + "123456789" = 13 bytes → 5 tokens.
+	cases := []struct {
+		name             string
+		next             LLMPort
+		prompt, requests int64
+	}{
+		{name: "reached nothing", next: &failingLLM{sent: 0}},
+		{name: "one attempt reached the server", next: &failingLLM{sent: 1}, prompt: 5, requests: 1},
+		{name: "three attempts did", next: &failingLLM{sent: 3}, prompt: 15, requests: 3},
+		{name: "a reply after two that did", next: unansweredLLM{}, prompt: 5*2 + 5, requests: 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+			ledger := newMemLedger()
+			m := New(Config{Ledger: ledger, Now: func() time.Time { return now }, RoomDaily: 1000})
+			inv := Invoker(chatInvoker{LLM(c.next)}, m, func(*roompb.Candidate) []byte { return []byte("notice") })
+			_, _ = inv.Invoke(context.Background(), &roompb.Candidate{RoomId: "!a", EventId: "$1"}, 2)
+			rep, err := m.Report("!a", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			estimated := c.requests
+			if _, ok := c.next.(unansweredLLM); ok {
+				estimated = 2
+			}
+			if d := rep.Deployment; d.Prompt != c.prompt || d.Requests != c.requests || d.Estimated != estimated {
+				t.Fatalf("totals = %+v, want prompt %d in %d requests, %d estimated", d, c.prompt, c.requests, estimated)
+			}
+			for _, r := range ledger.recs {
+				if r.Event != "$1" || r.Attempt != 2 {
+					t.Errorf("record %+v not of the attempt", r)
+				}
+			}
+		})
+	}
+}
+
+// unansweredLLM replies with reported usage after two attempts that
+// reached the server and failed.
+type unansweredLLM struct{}
+
+func (unansweredLLM) Chat(context.Context, messages.ChatRequest) (messages.ChatResponse, error) {
+	return messages.ChatResponse{Content: "ok", Usage: messages.TokenUsage{PromptTokens: 5, CompletionTokens: 2}, Unanswered: 2}, nil
+}
+
+// TestFailingRequestsSpendTheBudget: a request of ~10,000 prompt tokens
+// that times out after reaching the server spends a 1,000-token room
+// budget; the next question gets the notice without a request.
+func TestFailingRequestsSpendTheBudget(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	m := New(Config{Ledger: newMemLedger(), Now: func() time.Time { return now }, RoomDaily: 1000})
+	model := &failingLLM{sent: 1}
+	big := bigInvoker{llm: LLM(model), prompt: strings.Repeat("x", 30000)}
+	inv := Invoker(big, m, func(*roompb.Candidate) []byte { return []byte("notice") })
+	if _, err := inv.Invoke(context.Background(), &roompb.Candidate{RoomId: "!a", EventId: "$1"}, 1); code(err) != messages.CodeLLMTimeout {
+		t.Fatalf("first question: %v", err)
+	}
+	if out, err := inv.Invoke(context.Background(), &roompb.Candidate{RoomId: "!a", EventId: "$2"}, 1); err != nil || string(out) != "notice" {
+		t.Fatalf("second question: %q, %v; want the notice", out, err)
+	}
+	if model.requests != 1 {
+		t.Fatalf("%d requests, want 1", model.requests)
+	}
+}
+
+// bigInvoker asks the model once per attempt with prompt.
+type bigInvoker struct {
+	llm    LLMPort
+	prompt string
+}
+
+func (b bigInvoker) Invoke(ctx context.Context, _ *roompb.Candidate, _ uint32) ([]byte, error) {
+	if _, err := b.llm.Chat(ctx, messages.ChatRequest{Messages: []messages.ChatMessage{{Role: "user", Content: b.prompt}}}); err != nil {
+		return nil, err
+	}
+	return []byte("answer"), nil
 }

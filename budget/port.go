@@ -69,8 +69,18 @@ func (f invokerFunc) Invoke(ctx context.Context, c *roompb.Candidate, attempt ui
 // is checked against the budgets first (none is sent when one is spent)
 // and its usage is recorded as the response arrives — as the server
 // reported it, or estimated from bytes ([Estimate]) and marked so when it
-// reported none. Outside a scope requests pass unchanged. A failed
-// request records nothing: its usage is unknown.
+// reported none. Outside a scope requests pass unchanged.
+//
+// A request that failed after it reached the server (next says so in
+// messages.LLMFailure.Sent: a timeout after the request was written, an
+// error status, a reply cut off or undecodable) may have cost the server
+// its whole prompt, so each such attempt is recorded as the request's
+// prompt estimated from bytes, with no completion, marked estimated; so
+// is each attempt a reply reports as retried
+// (messages.ChatResponse.Unanswered). A request that never reached the
+// server (a refused connection, a name that did not resolve, a request
+// refused before it was sent) records nothing, nor does a failure next
+// tells nothing about.
 func LLM(next LLMPort) LLMPort { return meteredLLM{next: next} }
 
 type meteredLLM struct{ next LLMPort }
@@ -86,6 +96,18 @@ func (l meteredLLM) Chat(ctx context.Context, req messages.ChatRequest) (message
 		}
 	}
 	resp, err := l.next.Chat(ctx, req)
+	unanswered := resp.Unanswered
+	if err != nil {
+		unanswered = 0
+		if f := messages.LLMFailureOf(err); f != nil {
+			unanswered = f.Sent
+		}
+	}
+	for range unanswered {
+		// Each is its own record (its own ID): the server was asked that
+		// many times.
+		s.meter.Record(ctx, s.room, s.event, s.attempt, Estimate(RequestBytes(req)), 0, true)
+	}
 	if err != nil {
 		return resp, err
 	}

@@ -32,7 +32,8 @@ type UsageRow struct {
 	Total      int64  `json:"total_tokens"`
 	Requests   int64  `json:"requests"`
 	// Estimated counts the requests whose tokens were estimated from
-	// bytes (the server reported none); their figures are in the sums.
+	// bytes (the server reported none, or the request failed after it
+	// reached the server); their figures are in the sums.
 	Estimated int64 `json:"estimated_requests,omitempty"`
 	// Refused counts today's questions refused for budget since Lisa
 	// started.

@@ -88,6 +88,10 @@ type ChatResponse struct {
 	// the model wrote into its text (<tool_call>…</tool_call>), not from
 	// the server's tool_calls field.
 	TextToolCalls bool
+	// Unanswered counts the attempts before this reply that reached the
+	// server and failed, and were retried (see [LLMFailure.Sent]): their
+	// usage is unknown, and not in Usage.
+	Unanswered int
 }
 
 // FinishLength is the finish reason of a reply cut off at the output

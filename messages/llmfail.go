@@ -58,6 +58,14 @@ type LLMFailure struct {
 	Type, ServerCode string
 	// Message is the server's error text, redacted, then bounded.
 	Message string
+	// Sent counts the attempts of the request (retries included) that
+	// reached the server and failed: the request was written out whole,
+	// or a reply began (an error status, a reply cut off or undecodable, a
+	// timeout or a broken connection after the request was written). The
+	// server may have done their work; their usage is unknown. 0 when no
+	// attempt reached it: the connection was refused, the name did not
+	// resolve, or the request was refused before it was sent.
+	Sent int
 }
 
 // Error implements error without the server's text.

@@ -26,10 +26,12 @@ type UsageRecord struct {
 	// PromptTokens and CompletionTokens are the counts.
 	PromptTokens     int64 `json:"p"`
 	CompletionTokens int64 `json:"c"`
-	// Estimated marks counts estimated from bytes because the server
-	// reported none.
+	// Estimated marks counts estimated from bytes: the server reported
+	// none, or the request failed after it reached the server (its
+	// prompt, estimated, and no completion).
 	Estimated bool `json:"x,omitempty"`
-	// AtMs is when the response came, in Unix milliseconds.
+	// AtMs is when the response came, or the failure, in Unix
+	// milliseconds.
 	AtMs int64 `json:"t"`
 }
 

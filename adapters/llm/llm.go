@@ -248,14 +248,23 @@ func (c *Client) Complete(ctx context.Context, system, user string) (string, err
 // MaxAttempts attempts and only while the caller's deadline leaves room
 // for the wait. Permanent rejections and malformed responses are not
 // retried. Errors are *messages.Error values without provider text.
+//
+// Every failure that some attempt reached the server carries how many did
+// in [messages.LLMFailure.Sent], and a reply after failed attempts that
+// did carries their number in [messages.ChatResponse.Unanswered], so that
+// the work the server may have done for them can be counted (budget.LLM).
 func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.ChatResponse, error) {
 	oreq := c.chatRequest(req)
+	sent := 0 // failed attempts that reached the server
 	for attempt := 1; ; attempt++ {
-		resp, err := c.chatOnce(ctx, oreq)
+		resp, reached, err := c.chatOnce(ctx, oreq)
+		if err != nil && reached {
+			sent++
+		}
 		if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 			// The caller gave up (a redacted question, a shutdown): no
 			// failure of the server's to log or count.
-			return messages.ChatResponse{}, err
+			return messages.ChatResponse{}, withSent(err, sent)
 		}
 		if c.cfg.OnAttempt != nil {
 			c.cfg.OnAttempt(err)
@@ -263,27 +272,29 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 		if err == nil {
 			if c.cfg.TextToolCalls && len(req.Tools) > 0 && !req.AnswerOnly && len(resp.ToolCalls) == 0 {
 				// A reply over the limit is refused before any parsing: the
-				// body may be megabytes of markers.
+				// body may be megabytes of markers. Either refusal is of a
+				// reply that came, so of an attempt that reached the server.
 				if c.cfg.MaxResponseCharacters > 0 && utf8.RuneCountInString(resp.Content) > c.cfg.MaxResponseCharacters {
-					return messages.ChatResponse{}, badResponse("response exceeds max_response_characters")
+					return messages.ChatResponse{}, withSent(badResponse("response exceeds max_response_characters"), sent+1)
 				}
 				calls, rest, perr := parseTextToolCalls(ctx, resp.Content)
 				if perr != nil {
-					return messages.ChatResponse{}, classify(ctx, perr, nil, c.redact)
+					return messages.ChatResponse{}, withSent(classify(ctx, perr, nil, c.redact), sent+1)
 				}
 				if len(calls) > 0 {
 					resp.ToolCalls, resp.Content, resp.TextToolCalls = calls, rest, true
 				}
 			}
+			resp.Unanswered = sent
 			return resp, nil
 		}
 		wait, retry := c.retryWait(ctx, attempt, err)
 		c.report.failed(ctx, c.cfg.Model, err, attempt, retry)
 		if !retry {
-			return messages.ChatResponse{}, err
+			return messages.ChatResponse{}, withSent(err, sent)
 		}
 		if c.cfg.Sleep(ctx, wait) != nil {
-			return messages.ChatResponse{}, err
+			return messages.ChatResponse{}, withSent(err, sent)
 		}
 		if c.cfg.OnRetry != nil {
 			c.cfg.OnRetry(string(err.Code))
@@ -381,8 +392,18 @@ func (c *Client) setLimits(r *openai.ChatCompletionRequest) {
 	}
 }
 
-// chatOnce makes one attempt and validates the reply.
-func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest) (messages.ChatResponse, *messages.Error) {
+// withSent records on e's failure that n attempts reached the server.
+func withSent(e *messages.Error, n int) *messages.Error {
+	if f := messages.LLMFailureOf(e); f != nil {
+		f.Sent = n
+	}
+	return e
+}
+
+// chatOnce makes one attempt and validates the reply. It reports whether
+// the attempt reached the server (see attemptInfo.reached): always so
+// when a reply was read.
+func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest) (messages.ChatResponse, bool, *messages.Error) {
 	ctx, cancel := c.attemptContext(ctx)
 	defer cancel()
 	ctx, info := withInfo(ctx)
@@ -392,8 +413,14 @@ func (c *Client) chatOnce(ctx context.Context, req openai.ChatCompletionRequest)
 		if retryable(le) {
 			le.RetryAfter = parseRetryAfter(info.retryAfter, time.Now())
 		}
-		return messages.ChatResponse{}, le
+		return messages.ChatResponse{}, info.reached(), le
 	}
+	out, le := chatResponse(resp)
+	return out, true, le
+}
+
+// chatResponse validates a decoded reply and converts it.
+func chatResponse(resp openai.ChatCompletionResponse) (messages.ChatResponse, *messages.Error) {
 	if len(resp.Choices) == 0 {
 		return messages.ChatResponse{}, badResponse("response has no choices")
 	}

@@ -10,9 +10,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // DefaultMaxResponseBytes bounds the body of one reply when
@@ -43,7 +45,17 @@ type attemptInfo struct {
 	err *wireError
 	// streamed reports that an unasked-for event stream was assembled.
 	streamed bool
+	// wrote reports that net/http wrote the whole request out
+	// (httptrace's WroteRequest without an error); it may be set from the
+	// transport's writing goroutine.
+	wrote atomic.Bool
 }
+
+// reached reports whether the attempt reached the server: the request
+// was written out whole, or a reply (any status) began. A refused
+// connection, a name that did not resolve and a request refused before
+// it was sent did not.
+func (i *attemptInfo) reached() bool { return i.status != 0 || i.wrote.Load() }
 
 // wireError is an error object as servers send it, in any of their
 // shapes (see parseWireError).
@@ -554,9 +566,15 @@ func clipText(s string, n int) string {
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// withInfo returns ctx carrying a fresh attemptInfo.
+// withInfo returns ctx carrying a fresh attemptInfo, and tracing the
+// request's writing into it.
 func withInfo(ctx context.Context) (context.Context, *attemptInfo) {
 	info := &attemptInfo{}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) {
+		if w.Err == nil {
+			info.wrote.Store(true)
+		}
+	}})
 	return context.WithValue(ctx, infoKey{}, info), info
 }
 
