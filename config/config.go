@@ -106,9 +106,12 @@ type LLMConfig struct {
 	// ResponseFormat is the structured output asked for on requests in
 	// which no tool may be called: "json_schema", "json_object" or "none".
 	ResponseFormat string `koanf:"response_format"`
-	// TextToolCalls makes Lisa run tool calls the model writes into its
-	// text (<tool_call>…</tool_call>) when the server did not parse them.
-	TextToolCalls bool `koanf:"text_tool_calls"`
+	// TextToolCalls says when Lisa runs tool calls the model writes into
+	// its text (<tool_call>…</tool_call>) when the server did not parse
+	// them: TextToolCallsAuto, TextToolCallsAlways or TextToolCallsNever.
+	// The booleans of earlier versions still load: true is "auto", false
+	// "never".
+	TextToolCalls string `koanf:"text_tool_calls"`
 	// ContextWindowTokens is the model's context window: every request
 	// stays within it less MaxOutputTokens.
 	ContextWindowTokens int `koanf:"context_window_tokens"`

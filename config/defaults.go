@@ -30,7 +30,7 @@ func Default() Config {
 			MaxParallelToolCalls:  4,
 			TokenLimitParameter:   "max_tokens",
 			ResponseFormat:        "json_schema",
-			TextToolCalls:         true,
+			TextToolCalls:         TextToolCallsAuto,
 			ContextWindowTokens:   8192,
 		},
 		Persona: PersonaConfig{

@@ -131,3 +131,16 @@ const (
 	// MaxPathBytes bounds every configured filesystem path.
 	MaxPathBytes = 4_096
 )
+
+// Values of llm.text_tool_calls.
+const (
+	// TextToolCallsAuto runs tool calls written into the model's text
+	// until the LLM server has answered with a native tool call; from then
+	// on, for the life of the process, it does not (the server parses
+	// calls itself, so markup in the text is quoted, not issued).
+	TextToolCallsAuto = "auto"
+	// TextToolCallsAlways runs them even after native tool calls.
+	TextToolCallsAlways = "always"
+	// TextToolCallsNever does not run them.
+	TextToolCallsNever = "never"
+)

@@ -151,6 +151,9 @@ func checkFileValues(fields []field, raw map[string]any, ps *Problems) map[strin
 // cannot. Messages name the types involved, never the value.
 func checkValue(f field, v any, ps *Problems) (any, bool) {
 	key := f.key()
+	if s, ok := legacyValue(key, v); ok {
+		return s, true
+	}
 	wrong := func() (any, bool) {
 		ps.add(key, "must be %s, not %s", f.kind.describe(), describeValue(v))
 		return nil, false
@@ -243,6 +246,9 @@ func envOverrides(fields []field, env LookupEnv, ps *Problems) *envprovider.Env 
 			if !ok {
 				return "", nil
 			}
+			if s, ok := legacyValue(f.key(), value); ok {
+				return f.key(), s
+			}
 			v, msg := parseEnvValue(f.kind, value)
 			if msg != "" {
 				ps.add(f.key(), "the override %s %s", name, msg)
@@ -305,3 +311,29 @@ func (m mapProvider) ReadBytes() ([]byte, error) {
 
 // Read returns the map.
 func (m mapProvider) Read() (map[string]any, error) { return m, nil }
+
+// legacyValue maps a value an earlier version accepted for key to today's
+// spelling: llm.text_tool_calls was a boolean (true ran text calls, as
+// "auto" does; false is "never"), in the file or as its override.
+func legacyValue(key string, v any) (string, bool) {
+	if key != "llm.text_tool_calls" {
+		return "", false
+	}
+	b, ok := v.(bool)
+	if s, isString := v.(string); isString {
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "true":
+			b, ok = true, true
+		case "false":
+			b, ok = false, true
+		}
+	}
+	switch {
+	case !ok:
+		return "", false
+	case b:
+		return TextToolCallsAuto, true
+	default:
+		return TextToolCallsNever, true
+	}
+}

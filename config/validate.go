@@ -144,6 +144,11 @@ func (l LLMConfig) validate(ps *Problems) {
 	if l.TokenLimitParameter != "max_tokens" && l.TokenLimitParameter != "max_completion_tokens" {
 		ps.add("llm.token_limit_parameter", `must be "max_tokens" or "max_completion_tokens"`)
 	}
+	switch l.TextToolCalls {
+	case TextToolCallsAuto, TextToolCallsAlways, TextToolCallsNever:
+	default:
+		ps.add("llm.text_tool_calls", `must be "auto", "always" or "never"`)
+	}
 	switch l.ResponseFormat {
 	case "json_schema", "json_object", "none":
 	default:

@@ -149,7 +149,7 @@ func runCorpusShape(t *testing.T, shape llmcorpus.Shape, want corpusOutcome) {
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	cfg := llm.Config{BaseURL: srv.URL(), Model: llmcorpus.ModelName, MaxOutputTokens: 1024, Timeout: 400 * time.Millisecond,
-		ResponseFormat: llm.ResponseFormatJSONSchema, TextToolCalls: true, Logger: log,
+		ResponseFormat: llm.ResponseFormatJSONSchema, TextToolCalls: llm.TextToolCallsAuto, Logger: log,
 		RetryBaseDelay: time.Millisecond, Sleep: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}
 	if want.cfg != nil {
 		want.cfg(&cfg)

@@ -69,7 +69,7 @@ func TestDoctorLLMServerModes(t *testing.T) {
 			lines: []llmLine{
 				{doctor.OK, `serves llm.model "m"`, ""},
 				{doctor.OK, "context window: llama.cpp runs llm.model with a window of 8192 tokens (n_ctx in GET /props); llm.context_window_tokens = 8192 fits", ""},
-				{doctor.OK, "tool calls: ok — the model wrote its call to web_search as text, which Lisa runs (llm.text_tool_calls = true)", ""},
+				{doctor.OK, "tool calls: ok — the model wrote its call to web_search as text, which Lisa runs (llm.text_tool_calls = \"auto\")", ""},
 				{doctor.OK, "structured output: ok", ""},
 			}, code: doctor.ExitOK},
 		{name: "llama.cpp, the call left as text, text calls off", opts: llmcorpus.LlamaCppProps("m", 8192), extra: "text_tool_calls = false\n",
@@ -77,7 +77,7 @@ func TestDoctorLLMServerModes(t *testing.T) {
 			lines: []llmLine{
 				{doctor.OK, `serves llm.model "m"`, ""},
 				{doctor.OK, "8192 fits", ""},
-				{doctor.Warning, "tool calls: the model wrote its call as text, which Lisa does not run while llm.text_tool_calls = false", "set llm.text_tool_calls = true"},
+				{doctor.Warning, "tool calls: the model wrote its call as text, which Lisa does not run while llm.text_tool_calls = \"never\"", "set llm.text_tool_calls = \"auto\""},
 				{doctor.OK, "structured output: ok", ""},
 			}, code: doctor.ExitWarnings},
 		{name: "llama.cpp without --jinja, a small slot", opts: llmcorpus.LlamaCppProps("m", 2048),

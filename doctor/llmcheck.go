@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lisabot/lisa/adapters/llm"
+	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/messages"
 )
 
@@ -227,9 +229,9 @@ func checkTools(ctx context.Context, e *Env) []Result {
 	}
 	textKey := e.Res.Config.LLM.TextToolCalls
 	if len(resp.ToolCalls) == 0 {
-		if !textKey && (strings.Contains(resp.Content, "<tool_call>") || strings.Contains(resp.Content, "[TOOL_REQUEST]")) {
-			return []Result{{Status: Warning, Message: "tool calls: the model wrote its call as text, which Lisa does not run while llm.text_tool_calls = false",
-				Fix: "set llm.text_tool_calls = true"}}
+		if textKey == config.TextToolCallsNever && (strings.Contains(resp.Content, "<tool_call>") || strings.Contains(resp.Content, "[TOOL_REQUEST]")) {
+			return []Result{{Status: Warning, Message: `tool calls: the model wrote its call as text, which Lisa does not run while llm.text_tool_calls = "never"`,
+				Fix: `set llm.text_tool_calls = "auto"`}}
 		}
 		takes := "the server takes tools"
 		if info, err := e.ServerInfo(); err == nil && slices.Contains(info.Capabilities, "tools") {
@@ -249,7 +251,7 @@ func checkTools(ctx context.Context, e *Env) []Result {
 	}
 	how := "the model called " + call.Name + " and answered after its result"
 	if resp.TextToolCalls {
-		how = "the model wrote its call to " + call.Name + " as text, which Lisa runs (llm.text_tool_calls = true), and answered after its result"
+		how = "the model wrote its call to " + call.Name + " as text, which Lisa runs (llm.text_tool_calls = " + strconv.Quote(textKey) + "), and answered after its result"
 	}
 	return []Result{{Status: OK, Message: "tool calls: ok — " + how}}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -54,11 +55,14 @@ type Config struct {
 	// as response_format), "json_object", or "none" or empty (nothing:
 	// the prompt alone asks for JSON).
 	ResponseFormat string
-	// TextToolCalls makes Chat read tool calls the model wrote into its
-	// text (<tool_call>{"name":…,"arguments":…}</tool_call>, LM Studio's
-	// [TOOL_REQUEST]…[END_TOOL_REQUEST]) as tool calls, when tools were
-	// offered and the server returned none.
-	TextToolCalls bool
+	// TextToolCalls says when Chat reads tool calls the model wrote into
+	// its text (<tool_call>{"name":…,"arguments":…}</tool_call>, LM
+	// Studio's [TOOL_REQUEST]…[END_TOOL_REQUEST]) as tool calls, when
+	// tools were offered and the server returned none: TextToolCallsAuto
+	// (until the server has returned a native tool call), ...Always, or
+	// ...Never; empty is Never. Only calls that stand on their own are
+	// read (see parseTextToolCalls).
+	TextToolCalls string
 	// MaxResponseBytes bounds the body of one reply; zero or less means
 	// DefaultMaxResponseBytes. A longer reply is a bad response.
 	MaxResponseBytes int64
@@ -119,6 +123,13 @@ const (
 	ResponseFormatNone       = "none"
 )
 
+// Modes of Config.TextToolCalls (the values of llm.text_tool_calls).
+const (
+	TextToolCallsAuto   = "auto"
+	TextToolCallsAlways = "always"
+	TextToolCallsNever  = "never"
+)
+
 // Token limit parameters of Config.TokenLimitParameter.
 const (
 	TokenLimitMaxTokens           = paramMaxTokens
@@ -131,6 +142,9 @@ type Client struct {
 	api    *openai.Client
 	http   *http.Client // what api sends with
 	report *reporter
+	// native is set once the server has answered with a native tool
+	// call: in TextToolCallsAuto, text calls are then off.
+	native atomic.Bool
 }
 
 // New returns a Client for cfg.
@@ -270,7 +284,9 @@ func (c *Client) Chat(ctx context.Context, req messages.ChatRequest) (messages.C
 			c.cfg.OnAttempt(err)
 		}
 		if err == nil {
-			if c.cfg.TextToolCalls && len(req.Tools) > 0 && !req.AnswerOnly && len(resp.ToolCalls) == 0 {
+			if len(resp.ToolCalls) > 0 {
+				c.sawNativeToolCalls()
+			} else if c.readsTextToolCalls() && len(req.Tools) > 0 && !req.AnswerOnly {
 				// A reply over the limit is refused before any parsing: the
 				// body may be megabytes of markers. Either refusal is of a
 				// reply that came, so of an attempt that reached the server.
@@ -511,5 +527,26 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// readsTextToolCalls reports whether Chat reads tool calls from the text
+// now.
+func (c *Client) readsTextToolCalls() bool {
+	switch c.cfg.TextToolCalls {
+	case TextToolCallsAlways:
+		return true
+	case TextToolCallsAuto:
+		return !c.native.Load()
+	}
+	return false
+}
+
+// sawNativeToolCalls notes that the server parses tool calls itself; in
+// TextToolCallsAuto the first one turns text calls off, with one INFO.
+func (c *Client) sawNativeToolCalls() {
+	if c.native.CompareAndSwap(false, true) && c.cfg.TextToolCalls == TextToolCallsAuto && c.cfg.Logger != nil {
+		c.cfg.Logger.Info("the LLM server returns native tool calls: tool calls written into the text are not run from now on",
+			"key", "llm.text_tool_calls", "value", TextToolCallsAuto)
 	}
 }

@@ -69,7 +69,9 @@ func TestWireShapes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := llmfake.Start(t, llmfake.WithModels("m"))
 			srv.Enqueue(llmcorpus.ByName(name).Replies[0])
-			cl, _ := chatClient(srv, func(cfg *Config) { cfg.TextToolCalls, cfg.MaxAttempts, cfg.Timeout = true, 1, 300*time.Millisecond })
+			cl, _ := chatClient(srv, func(cfg *Config) {
+				cfg.TextToolCalls, cfg.MaxAttempts, cfg.Timeout = TextToolCallsAuto, 1, 300*time.Millisecond
+			})
 			got, err := cl.Chat(context.Background(), simpleRequest())
 			if c.code == "" {
 				got.Usage = messages.TokenUsage{}
@@ -245,7 +247,9 @@ func TestTextToolCalls(t *testing.T) {
 			[]messages.ModelToolCall{{Name: "a", Arguments: `{"x":1}`}, {Name: "b", Arguments: "{}"}}, "Let me check."},
 		{`<tool_call>{"name":"unclosed","arguments":{"q":1}}`, []messages.ModelToolCall{{Name: "unclosed", Arguments: `{"q":1}`}}, ""},
 		{"<tool_call>\n```json\n{\"name\":\"fenced\",\"parameters\":{\"q\":2}}\n```\n</tool_call>", []messages.ModelToolCall{{Name: "fenced", Arguments: `{"q":2}`}}, ""},
-		{`[TOOL_REQUEST]{"name":"lms","arguments":{}}[END_TOOL_REQUEST] done`, []messages.ModelToolCall{{Name: "lms", Arguments: "{}"}}, "done"},
+		{`[TOOL_REQUEST]{"name":"lms","arguments":{}}[END_TOOL_REQUEST]` + "\n", []messages.ModelToolCall{{Name: "lms", Arguments: "{}"}}, ""},
+		// Prose after it: the call does not end the text (#39 item 8).
+		{`[TOOL_REQUEST]{"name":"lms","arguments":{}}[END_TOOL_REQUEST] done`, nil, `[TOOL_REQUEST]{"name":"lms","arguments":{}}[END_TOOL_REQUEST] done`},
 		{`We write <tool_call>{"broken</tool_call> in templates.`, nil, `We write <tool_call>{"broken</tool_call> in templates.`},
 		{`<tool_call>{"arguments":{}}</tool_call>`, nil, `<tool_call>{"arguments":{}}</tool_call>`},
 		{`plain prose`, nil, `plain prose`},
@@ -258,14 +262,14 @@ func TestTextToolCalls(t *testing.T) {
 	}
 	// Off, or without tools on offer, or in a repair: the text stays text.
 	for name, mod := range map[string]func(*Config, *messages.ChatRequest){
-		"off":         func(c *Config, _ *messages.ChatRequest) { c.TextToolCalls = false },
+		"off":         func(c *Config, _ *messages.ChatRequest) { c.TextToolCalls = TextToolCallsNever },
 		"no tools":    func(_ *Config, r *messages.ChatRequest) { r.Tools = nil },
 		"answer only": func(_ *Config, r *messages.ChatRequest) { r.AnswerOnly = true },
 	} {
 		srv := llmfake.Start(t)
 		srv.Enqueue(llmfake.Text(cases[0].in))
 		req := simpleRequest()
-		cl, _ := chatClient(srv, func(c *Config) { c.TextToolCalls = true; mod(c, &req) })
+		cl, _ := chatClient(srv, func(c *Config) { c.TextToolCalls = TextToolCallsAuto; mod(c, &req) })
 		got, err := cl.Chat(context.Background(), req)
 		if err != nil || len(got.ToolCalls) != 0 || got.Content != cases[0].in {
 			t.Errorf("%s: %+v, %v", name, got, err)
