@@ -21,18 +21,39 @@ type Child struct {
 // Props returns the app supervisor's props. It spawns children in order on
 // start; a failing child is restarted up to maxRestarts times per window,
 // then stopped. A child that stops while app is not stopping is reported
-// to onLost: Lisa without intake or rooms must not pretend to run.
+// to onLost: Lisa without intake or rooms must not pretend to run. A child
+// that fails while app is stopping is stopped, never restarted (see
+// HandleFailure).
 func Props(children []Child, maxRestarts int, window time.Duration, onLost func(child string), opts ...actor.PropsOption) *actor.Props {
 	strategy := actor.NewOneForOneStrategy(maxRestarts, window, actor.DefaultDecider)
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &appActor{children: children, onLost: onLost}
-	}, append([]actor.PropsOption{actor.WithSupervisor(strategy)}, opts...)...)
+		return &appActor{children: children, onLost: onLost, strategy: strategy}
+	}, opts...)
 }
 
 type appActor struct {
 	children []Child
 	onLost   func(string)
+	strategy actor.SupervisorStrategy
 	stopping bool
+}
+
+// HandleFailure makes app its children's strategy (protoactor asks the
+// actor before its props' supervisor). While app is stopping, a failed
+// child is stopped: protoactor's restart sets the child's state to
+// restarting even when it was already stopping, so a child that panicked
+// while waiting for its own children to stop would come back to life and
+// app would wait for it for ever (seen in a chaos campaign: an injected
+// panic in rooms during SIGTERM, a 10 s "future: timeout" and exit 1).
+// Otherwise the one-for-one strategy of Props decides. It runs on app's
+// own goroutine.
+func (a *appActor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
+	if a.stopping {
+		sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.StopDirective})
+		sup.StopChildren(child)
+		return
+	}
+	a.strategy.HandleFailure(sys, sup, child, rs, reason, msg)
 }
 
 func (a *appActor) Receive(ctx actor.Context) {

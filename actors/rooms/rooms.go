@@ -269,7 +269,10 @@ func (s *supervisor) forget(send sendFunc, id string) {
 func (s *supervisor) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
 	directive := actor.RestartDirective
 	rs.Fail()
-	if rs.NumberOfFailures(s.cfg.RestartWindow) > s.cfg.MaxRestarts {
+	// While rooms is stopping, a failed room is stopped: a restart would
+	// turn a stopping room back into a running one, and rooms would wait
+	// for it for ever (see app's HandleFailure).
+	if s.stopping || rs.NumberOfFailures(s.cfg.RestartWindow) > s.cfg.MaxRestarts {
 		rs.Reset()
 		directive = actor.StopDirective
 	}

@@ -122,6 +122,9 @@ type pool struct {
 	running    map[string]int    // tool name -> calls running
 	queue      []*entry
 	st         Status
+	// leaving is set once the pool is stopping or restarting: a worker
+	// that fails then is stopped, not restarted (see HandleFailure).
+	leaving bool
 }
 
 // Messages between the pool, its workers and its clients.
@@ -175,6 +178,7 @@ func (p *pool) Receive(ctx actor.Context) {
 		st.Workers, st.Busy, st.Queued = len(p.workers), len(p.busy), len(p.queue)
 		ctx.Respond(&st)
 	case *actor.Stopping, *actor.Restarting:
+		p.leaving = true
 		// Nobody waits forever: queued calls are answered now, running
 		// ones by their workers as they stop.
 		for _, e := range p.queue {
@@ -272,7 +276,16 @@ func (p *pool) release(w *actor.PID, e *entry) {
 
 // HandleFailure replaces a worker that failed (its handler panicked: the
 // caller already has a tool_failed result) and puts it back to work.
+//
+// While the pool is stopping or restarting, the worker is stopped instead:
+// protoactor's restart would turn a stopping worker back into a running
+// one, and the pool would wait for it for ever (see app's HandleFailure).
 func (p *pool) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	if p.leaving {
+		sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.StopDirective})
+		sup.StopChildren(child)
+		return
+	}
 	p.cfg.Logger.Warn("tool worker failed; replacing it", "worker", child.Id, "reason", fmt.Sprint(reason))
 	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.RestartDirective})
 	p.st.Replaced++
