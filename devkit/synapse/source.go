@@ -193,11 +193,11 @@ func missingPackages(ctx context.Context, python string) ([]string, error) {
 func FindTarball() (string, error) {
 	if p := os.Getenv(TarballEnv); p != "" {
 		abs, err := filepath.Abs(p)
-		if err != nil {
-			return "", fmt.Errorf("%s=%s: %w", TarballEnv, p, err)
+		if err == nil {
+			err = regularFile(abs)
 		}
-		if err := regularFile(abs); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", TarballEnv, p, err)
+		if err != nil {
+			return "", fmt.Errorf("no source tarball at %s=%s (%v)", TarballEnv, p, unwrapPath(err))
 		}
 		return abs, nil
 	}
@@ -224,6 +224,16 @@ func FindTarball() (string, error) {
 	}
 	tried = append(tried, "shared/tools/synapse/ above "+wd)
 	return "", fmt.Errorf("no source tarball %s (set %s; looked at %s)", tarballName, TarballEnv, strings.Join(tried, ", "))
+}
+
+// unwrapPath drops the path from an *fs.PathError, which the message names
+// already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // moduleRoot returns the directory at or above dir whose go.mod declares
@@ -389,12 +399,12 @@ func unpack(path, dir string) error {
 		if err != nil {
 			return fmt.Errorf("synapse: tarball %s: %w", path, err)
 		}
-		name := filepath.ToSlash(filepath.Clean(h.Name))
-		_, rest, ok := strings.Cut(name, "/")
+		name := strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")
+		top, rest, ok := strings.Cut(name, "/")
 		if !ok || rest == "" {
-			continue // the top-level directory itself, or pax headers
+			continue // the top-level directory itself
 		}
-		if !fs.ValidPath(rest) {
+		if !fs.ValidPath(top) || !fs.ValidPath(rest) {
 			return fmt.Errorf("synapse: tarball %s: unsafe name %q", path, h.Name)
 		}
 		target := filepath.Join(dir, filepath.FromSlash(rest))
