@@ -47,3 +47,12 @@ func HaveSynapse() bool { return synapseTool.problem() == "" }
 
 // SynapseRequired reports whether LISA_REQUIRE_SYNAPSE=1 is set.
 func SynapseRequired() bool { return synapseTool.Required() }
+
+// SynapseProblem returns "" when Synapse can run here, else one line
+// saying what is missing and how to fix it.
+func SynapseProblem() string {
+	if why := synapseTool.problem(); why != "" {
+		return synapseTool.Name + ": " + why + " (" + synapseTool.Fix + ")"
+	}
+	return ""
+}
