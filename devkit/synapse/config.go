@@ -2,10 +2,14 @@ package synapse
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"text/template"
@@ -20,6 +24,31 @@ const (
 	configFile = "homeserver.yaml"
 	dbFile     = "homeserver.db"
 )
+
+// writeSigningKey writes a new ed25519 signing key in Synapse's format (one
+// line "ed25519 <key ID> <unpadded base64 of the 32-byte seed>", as
+// signedjson's read_signing_keys parses it) to path, unless the file
+// already exists: a reused data directory keeps its key.
+func writeSigningKey(path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("synapse: signing key: %w", err)
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	id := make([]byte, 2)
+	if _, err := rand.Read(seed); err != nil {
+		return fmt.Errorf("synapse: signing key: %w", err)
+	}
+	if _, err := rand.Read(id); err != nil {
+		return fmt.Errorf("synapse: signing key: %w", err)
+	}
+	line := "ed25519 a_" + hex.EncodeToString(id) + " " + base64.RawStdEncoding.EncodeToString(seed) + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		return fmt.Errorf("synapse: signing key: %w", err)
+	}
+	return nil
+}
 
 // randomSecret returns 32 random bytes, hex encoded.
 func randomSecret() (string, error) {

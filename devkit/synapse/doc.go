@@ -28,8 +28,10 @@
 // client listener on 127.0.0.1 and a free port, SQLite, a random
 // registration shared secret, no trusted key servers, presence and
 // statistics off, bcrypt rounds 4, and rate limits raised beyond what tests
-// reach unless [Options.DefaultRateLimits] keeps Synapse's), has Synapse
-// generate its signing key on the first launch on a data directory, starts
+// reach unless [Options.DefaultRateLimits] keeps Synapse's), writes an
+// ed25519 signing key in Synapse's format on the first launch on a data
+// directory (what --generate-keys would write, without its Python
+// start-up), starts
 // `python3 -m synapse.app.homeserver` in its own process group and waits
 // until GET /_matrix/client/versions answers. A [Server] registers users
 // with shared-secret registration (/_synapse/admin/v1/register, HMAC-SHA1)

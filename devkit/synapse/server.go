@@ -125,7 +125,7 @@ func (p *process) exited() bool {
 }
 
 // Launch unpacks the tarball into the cache if needed, writes a
-// configuration, generates a signing key on first use of the data
+// configuration, writes a signing key on first use of the data
 // directory, starts Synapse on a free loopback port in its own process group
 // and returns once it answers HTTP requests. It installs nothing: without
 // the tarball or the Python packages it returns a *[MissingError]. The
@@ -194,7 +194,9 @@ func (s *Server) launch(ctx context.Context) error {
 	if err := s.writeConfig(); err != nil {
 		return err
 	}
-	if err := s.generateKeys(ctx); err != nil {
+	// Written here rather than by Synapse's --generate-keys, which costs a
+	// Python start-up of about 1.5 s.
+	if err := writeSigningKey(filepath.Join(s.dataDir, keyFile)); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -216,25 +218,6 @@ func (s *Server) writeConfig() error {
 		Macaroon:        s.macaroon,
 		RaiseRateLimits: s.raiseLimits,
 	})
-}
-
-// generateKeys has Synapse write its signing key unless the data directory
-// already has one.
-func (s *Server) generateKeys(ctx context.Context) error {
-	if regularFile(filepath.Join(s.dataDir, keyFile)) == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
-	defer cancel()
-	cmd := s.command(ctx, "--generate-keys")
-	var out tailBuffer
-	out.max = 16 << 10
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("synapse: --generate-keys: %w; output:\n%s", err, s.redact(out.String()))
-	}
-	return nil
 }
 
 // command returns the Python command that runs Synapse with extra

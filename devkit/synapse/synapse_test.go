@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -239,5 +240,25 @@ func TestRedaction(t *testing.T) {
 	if strings.Contains(tail, "the-shared-secret") || strings.Contains(tail, "the-macaroon") || strings.Contains(tail, token) ||
 		strings.Count(tail, redacted) != 3 {
 		t.Fatalf("tail %q", tail)
+	}
+}
+
+// TestSigningKey: the key is one line in signedjson's format, and an
+// existing key is kept.
+func TestSigningKey(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), keyFile)
+	if err := writeSigningKey(path); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(path)
+	if !regexp.MustCompile(`^ed25519 a_[0-9a-f]{4} [A-Za-z0-9+/]{43}\n$`).Match(first) {
+		t.Fatalf("key %q", first)
+	}
+	if err := writeSigningKey(path); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, first) {
+		t.Fatal("an existing key was replaced")
 	}
 }

@@ -351,3 +351,34 @@ func TestHelperStart(t *testing.T) {
 	synapse.Start(t, synapse.Options{})
 	t.Error("Start returned without a tarball")
 }
+
+// TestPersistentDataDir: a second Launch on the same data directory keeps
+// the signing key and the users, and the directory is not removed.
+func TestPersistentDataDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "hs")
+	s := synapse.Start(t, synapse.Options{DataDir: dir})
+	if _, err := s.RegisterUser(t.Context(), "keeper", "keeper-password-1", "KEEP"); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "localhost.signing.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s2 := synapse.Start(t, synapse.Options{DataDir: dir})
+	acct, err := s2.Login(t.Context(), "keeper", "keeper-password-1", "KEEP2")
+	if err != nil || acct.UserID != "@keeper:localhost" {
+		t.Fatalf("login on the relaunched server: %v, %v", acct, err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "localhost.signing.key")); !bytes.Equal(again, key) {
+		t.Error("the signing key changed")
+	}
+	_, err = s2.Login(t.Context(), "keeper", "wrong-password", "")
+	var apiErr *synapse.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden || strings.Contains(err.Error(), "wrong-password") {
+		t.Errorf("login with a wrong password: %v, want HTTP 403 without the password", err)
+	}
+}
