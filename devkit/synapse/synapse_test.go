@@ -262,3 +262,33 @@ func TestSigningKey(t *testing.T) {
 		t.Fatal("an existing key was replaced")
 	}
 }
+
+// TestCIInstallsTheDebianPackages: .ci/run installs exactly the packages
+// DebianPackages lists, and requires Synapse with the shared tarball.
+func TestCIInstallsTheDebianPackages(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := moduleRoot(wd)
+	if root == "" {
+		t.Fatal("no module root above", wd)
+	}
+	data, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)\nsynapse_packages=\(([^)]*)\)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal(".ci/run has no synapse_packages=(...) list")
+	}
+	if got := strings.Fields(string(m[1])); !slices.Equal(got, DebianPackages()) {
+		t.Errorf(".ci/run installs %v, want DebianPackages() %v", got, DebianPackages())
+	}
+	for _, want := range []string{"LISA_REQUIRE_SYNAPSE=1", "shared/tools/synapse/" + tarballName, "export " + TarballEnv} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf(".ci/run lacks %q", want)
+		}
+	}
+}
