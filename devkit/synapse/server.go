@@ -298,6 +298,10 @@ func (s *Server) startLocked(ctx context.Context) error {
 // On failure the process is killed and reaped. s.mu must be held.
 func (s *Server) startOnceLocked(ctx context.Context) error {
 	s.output.tail.Reset()
+	// Ready means this process logged that it bound our port (line 172 of
+	// synapse/app/homeserver.py) and the port answers: an answer alone
+	// might come from another server that took the port first.
+	s.output.expect(fmt.Sprintf("Synapse now listening on TCP port %d\n", s.port.Load()))
 	// Not CommandContext: the server outlives ctx.
 	cmd := s.command(context.Background())
 	cmd.Stdout = s.output
@@ -336,7 +340,7 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 	tick := time.NewTicker(readyPollInterval)
 	defer tick.Stop()
 	for {
-		if s.ping(ctx) {
+		if s.output.bound() && s.ping(ctx) {
 			return nil
 		}
 		select {
@@ -558,21 +562,59 @@ func (s *Server) redact(text string) string {
 	return text
 }
 
-// outputWriter receives Synapse's stdout and stderr: it keeps the tail and
-// forwards to the caller's writer, ignoring that writer's errors so a broken
-// sink can never stall or kill Synapse.
+// outputWriter receives Synapse's stdout and stderr: it keeps the tail,
+// notices the line saying Synapse bound its port, and forwards to the
+// caller's writer, ignoring that writer's errors so a broken sink can never
+// stall or kill Synapse.
 type outputWriter struct {
 	out  io.Writer
 	tail tailBuffer
+
+	mu        sync.Mutex
+	want      string // the line that says our listener is bound
+	carry     []byte // the end of the last write, for a line split across writes
+	listening bool
 }
 
 // Write implements io.Writer.
 func (w *outputWriter) Write(p []byte) (int, error) {
 	_, _ = w.tail.Write(p)
+	w.scan(p)
 	if w.out != nil {
 		_, _ = w.out.Write(p)
 	}
 	return len(p), nil
+}
+
+// scan looks for the listening line in p and what came just before it.
+func (w *outputWriter) scan(p []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.listening || w.want == "" {
+		return
+	}
+	buf := append(w.carry, p...)
+	if strings.Contains(string(buf), w.want) {
+		w.listening = true
+		w.carry = nil
+		return
+	}
+	keep := min(len(buf), len(w.want))
+	w.carry = append([]byte(nil), buf[len(buf)-keep:]...)
+}
+
+// expect forgets earlier output's listening line and waits for want.
+func (w *outputWriter) expect(want string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.want, w.carry, w.listening = want, nil, false
+}
+
+// bound reports whether the expected listening line has been written.
+func (w *outputWriter) bound() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.listening
 }
 
 // tailBuffer keeps the last max bytes written to it (outputTail if max is

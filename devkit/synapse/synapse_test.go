@@ -292,3 +292,24 @@ func TestCIInstallsTheDebianPackages(t *testing.T) {
 		}
 	}
 }
+
+// TestListeningLine: the line saying Synapse bound its port is noticed
+// even when split across writes, and only for the expected port.
+func TestListeningLine(t *testing.T) {
+	t.Parallel()
+	w := &outputWriter{}
+	w.expect("Synapse now listening on TCP port 4242\n")
+	for _, chunk := range []string{"x - Synapse now listening on TCP port 42\n", "... Synapse now list", "ening on TCP po", "rt 4242\nmore\n"} {
+		if w.bound() {
+			t.Fatalf("bound before %q", chunk)
+		}
+		fmt.Fprint(w, chunk)
+	}
+	if !w.bound() {
+		t.Fatal("the split listening line was missed")
+	}
+	w.expect("Synapse now listening on TCP port 4242\n")
+	if w.bound() {
+		t.Fatal("expect did not forget the earlier line")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -380,5 +381,31 @@ func TestPersistentDataDir(t *testing.T) {
 	var apiErr *synapse.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden || strings.Contains(err.Error(), "wrong-password") {
 		t.Errorf("login with a wrong password: %v, want HTTP 403 without the password", err)
+	}
+}
+
+// TestRestartMovesWhenThePortIsTaken: Restart keeps the port when it can;
+// when another process took it meanwhile, Synapse starts on a free one and
+// the URL changes.
+func TestRestartMovesWhenThePortIsTaken(t *testing.T) {
+	t.Parallel()
+	s := synapse.Start(t, synapse.Options{})
+	old := s.URL()
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", strings.TrimPrefix(old, "http://"))
+	if err != nil {
+		t.Fatalf("take the port back: %v", err)
+	}
+	defer l.Close()
+	if err := s.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s.URL() == old || !strings.HasPrefix(s.URL(), "http://127.0.0.1:") {
+		t.Fatalf("URL after a restart with the port taken: %s (was %s)", s.URL(), old)
+	}
+	if _, err := s.RegisterUser(t.Context(), "mover", "mover-password-1", ""); err != nil {
+		t.Fatal(err)
 	}
 }
