@@ -13,19 +13,24 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/messages"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 )
 
-// TestPermissionChangesAgainstDendrite: a change of an allowed room's
+// TestPermissionChanges: on each real homeserver (testkit/homeserver's
+// list), a change of an allowed room's
 // power levels and Lisa's own membership (she leaves and joins again)
 // arrive as candidates with the triggers power_levels and membership,
 // each once; another member's join is no candidate; none of these
 // events becomes the room's back-fill anchor; a room outside the
 // allowlist routes nothing.
-func TestPermissionChangesAgainstDendrite(t *testing.T) {
+func TestPermissionChanges(t *testing.T) {
+	homeserver.Each(t, testPermissionChanges)
+}
+
+// testPermissionChanges is TestPermissionChanges on one homeserver.
+func testPermissionChanges(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, _ := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISAPL")
 	humanAcc, _ := hs.RegisterUser(ctx, "human", "human-password-1", "HUMANPL")
 	otherAcc, _ := hs.RegisterUser(ctx, "other", "other-password-1", "OTHERPL")

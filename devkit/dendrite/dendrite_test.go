@@ -449,3 +449,46 @@ func TestEnsureBinaryBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKill: Kill SIGKILLs the process as a crash would; Restart brings the
+// server back on the same URL with its users; after Stop, Kill reports
+// ErrStopped.
+func TestKill(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := start(t, Options{})
+	if _, err := s.RegisterUser(ctx, "crash", "crash-password-1", "CRASHDEV"); err != nil {
+		t.Fatal(err)
+	}
+	url, pid := s.URL(), s.PID()
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill(%d, 0) after Kill = %v, want ESRCH", pid, err)
+	}
+	if s.PID() != 0 {
+		t.Errorf("PID after Kill = %d, want 0", s.PID())
+	}
+	if err := s.Kill(); err != nil {
+		t.Errorf("Kill while not running = %v", err)
+	}
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.URL() != url {
+		t.Errorf("URL after Restart %s, want %s", s.URL(), url)
+	}
+	if _, err := s.Login(ctx, "crash", "crash-password-1", "CRASHDEV2"); err != nil {
+		t.Fatalf("login after Kill and Restart: %v", err)
+	}
+	if tail := s.OutputTail(); strings.Contains(tail, s.secret) {
+		t.Error("OutputTail shows the shared secret")
+	}
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Kill(); !errors.Is(err, ErrStopped) {
+		t.Errorf("Kill after Stop = %v, want ErrStopped", err)
+	}
+}

@@ -422,6 +422,26 @@ func (s *Server) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Kill SIGKILLs Dendrite's process group, as a crash would, and returns
+// once the process has been reaped. The server stays usable:
+// [Server.Restart] starts it again on the same port and data. Kill does
+// nothing when Dendrite is not running; it returns [ErrStopped] after
+// [Server.Stop].
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return ErrStopped
+	}
+	if p := s.proc; p != nil {
+		s.proc = nil
+		s.kill(p)
+		s.client.CloseIdleConnections()
+		s.log.Info("dendrite killed", "pid", p.cmd.Process.Pid)
+	}
+	return nil
+}
+
 // Stop terminates Dendrite: SIGTERM, then after about 10 s (or when ctx
 // ends) SIGKILL to its whole process group. It returns after the process has
 // been reaped and, if Launch created the data directory, after removing it.
@@ -441,6 +461,11 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	return nil
 }
+
+// OutputTail returns the kept end of Dendrite's output (up to 64 KiB of
+// the current or last run) with the shared secret masked, for a test to show
+// when it fails.
+func (s *Server) OutputTail() string { return s.outputTail() }
 
 // outputTail returns the kept end of Dendrite's output with the shared
 // secret masked.

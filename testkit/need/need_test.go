@@ -162,3 +162,21 @@ func TestPandocTestsWithoutPandocOnPath(t *testing.T) {
 		t.Errorf("want three failures with the line %q:\n%s", fail, out)
 	}
 }
+
+// TestSynapseLineNamesWhatIsMissing: without the tarball, the Synapse
+// check names it, and the message is one line naming the variables.
+func TestSynapseLineNamesWhatIsMissing(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.tar.gz")
+	t.Setenv("LISA_SYNAPSE_TARBALL", missing)
+	why := checkSynapse()
+	if !strings.Contains(why, missing) {
+		t.Fatalf("check without the tarball: %q", why)
+	}
+	for _, require := range []string{"", "1"} {
+		t.Setenv(RequireSynapseEnv, require)
+		line := synapseTool.Message(why)
+		if strings.Contains(line, "\n") || !strings.Contains(line, "LISA_SYNAPSE_TARBALL") || !strings.Contains(line, RequireSynapseEnv) {
+			t.Fatalf("%s=%q: message %q", RequireSynapseEnv, require, line)
+		}
+	}
+}
