@@ -186,7 +186,8 @@ func missingPackages(ctx context.Context, python string) ([]string, error) {
 // FindTarball returns the absolute path of the Synapse source tarball: the
 // file [TarballEnv] names, else ../shared/tools/synapse/synapse-1.67.0.tar.gz
 // beside the root of Lisa's module (found by walking up from the working
-// directory to the go.mod of github.com/lisabot/lisa), else the same path
+// directory to the go.mod of github.com/lisabot/lisa), else the copy in the
+// module's third_party/synapse/, else the shared/ path
 // beside any directory above the working directory that has
 // shared/tools/synapse (a worktree next to the main checkout). The error
 // names where it looked.
@@ -207,11 +208,15 @@ func FindTarball() (string, error) {
 	}
 	var tried []string
 	if root := moduleRoot(wd); root != "" {
-		p := filepath.Join(filepath.Dir(root), "shared", "tools", "synapse", tarballName)
-		if regularFile(p) == nil {
-			return p, nil
+		for _, p := range []string{
+			filepath.Join(filepath.Dir(root), "shared", "tools", "synapse", tarballName),
+			filepath.Join(root, "third_party", "synapse", tarballName),
+		} {
+			if regularFile(p) == nil {
+				return p, nil
+			}
+			tried = append(tried, p)
 		}
-		tried = append(tried, p)
 	}
 	for d := wd; ; d = filepath.Dir(d) {
 		p := filepath.Join(d, "shared", "tools", "synapse", tarballName)

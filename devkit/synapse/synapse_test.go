@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,8 +105,8 @@ func TestEnsureSource(t *testing.T) {
 }
 
 // TestFindTarball: the environment variable wins; without it the tarball
-// is found in ../shared/tools/synapse beside the module root; the error
-// names what was tried.
+// is found in ../shared/tools/synapse beside the module root, else in the
+// module's third_party/synapse; the error names what was tried.
 func TestFindTarball(t *testing.T) {
 	base := t.TempDir()
 	repo := filepath.Join(base, "clone")
@@ -120,6 +122,16 @@ func TestFindTarball(t *testing.T) {
 	if _, err := FindTarball(); err == nil || !strings.Contains(err.Error(), TarballEnv) ||
 		!strings.Contains(err.Error(), filepath.Join(base, "shared", "tools", "synapse", tarballName)) {
 		t.Fatalf("no tarball anywhere: %v", err)
+	}
+	vendored := filepath.Join(repo, "third_party", "synapse", tarballName)
+	if err := os.MkdirAll(filepath.Dir(vendored), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vendored, []byte("x"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := FindTarball(); err != nil || got != vendored {
+		t.Fatalf("only the repository's copy: %s, %v; want %s", got, err, vendored)
 	}
 	shared := filepath.Join(base, "shared", "tools", "synapse", tarballName)
 	if err := os.MkdirAll(filepath.Dir(shared), 0o755); err != nil {
@@ -311,5 +323,23 @@ func TestListeningLine(t *testing.T) {
 	w.expect("Synapse now listening on TCP port 4242\n")
 	if w.bound() {
 		t.Fatal("expect did not forget the earlier line")
+	}
+}
+
+// TestVendoredTarballIsTheStatedOne: the copy in third_party/synapse is
+// the file its README names by SHA-256.
+func TestVendoredTarballIsTheStatedOne(t *testing.T) {
+	dir := filepath.Join("..", "..", "third_party", "synapse")
+	data, err := os.ReadFile(filepath.Join(dir, tarballName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if want := hex.EncodeToString(sum[:]); !strings.Contains(string(readme), want) {
+		t.Errorf("third_party/synapse/README.md does not state the tarball's sha256 %s", want)
 	}
 }
