@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/devkit/hsclient"
 	"github.com/lisabot/lisa/devkit/synapse"
 )
 
@@ -66,32 +67,10 @@ type Server interface {
 	TxnIDsSurviveRestart() bool
 }
 
-// Account is a logged-in Matrix device on any [Server]. Formatting it with
-// fmt or logging it with slog shows the user and device but never the
-// access token.
-type Account struct {
-	// UserID is the full Matrix user ID, e.g. "@lisa:localhost".
-	UserID string
-	// DeviceID is the device the access token belongs to.
-	DeviceID string
-	// AccessToken authenticates requests as this device. Secret.
-	AccessToken string
-}
-
-// String describes the account without its access token.
-func (a Account) String() string {
-	return fmt.Sprintf("%s (device %s)", a.UserID, a.DeviceID)
-}
-
-// GoString is like String for the %#v verb.
-func (a Account) GoString() string {
-	return fmt.Sprintf("homeserver.Account{UserID:%q, DeviceID:%q, AccessToken:%q}", a.UserID, a.DeviceID, "[REDACTED]")
-}
-
-// LogValue implements slog.LogValuer without the access token.
-func (a Account) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("user_id", a.UserID), slog.String("device_id", a.DeviceID))
-}
+// Account is a logged-in Matrix device on any [Server]
+// ([hsclient.Account], which both servers return): formatting or logging
+// it never shows its access token.
+type Account = hsclient.Account
 
 // Options configure [Launch] for either server. The zero value is valid.
 type Options struct {
@@ -183,19 +162,19 @@ func (DendriteServer) TxnIDsSurviveRestart() bool { return false }
 // RegisterUser is [dendrite.Server.RegisterUser].
 func (d DendriteServer) RegisterUser(ctx context.Context, localpart, password, deviceID string) (Account, error) {
 	a, err := d.Server.RegisterUser(ctx, localpart, password, deviceID)
-	return Account(a), err
+	return a, err
 }
 
 // RegisterAdmin is [dendrite.Server.RegisterAdmin].
 func (d DendriteServer) RegisterAdmin(ctx context.Context, localpart, password, deviceID string) (Account, error) {
 	a, err := d.Server.RegisterAdmin(ctx, localpart, password, deviceID)
-	return Account(a), err
+	return a, err
 }
 
 // Login is [dendrite.Server.Login].
 func (d DendriteServer) Login(ctx context.Context, localpart, password, deviceID string) (Account, error) {
 	a, err := d.Server.Login(ctx, localpart, password, deviceID)
-	return Account(a), err
+	return a, err
 }
 
 // SynapseServer adapts a devkit/synapse server to [Server], like
@@ -218,19 +197,19 @@ func (SynapseServer) TxnIDsSurviveRestart() bool { return true }
 // RegisterUser is [synapse.Server.RegisterUser].
 func (s SynapseServer) RegisterUser(ctx context.Context, localpart, password, deviceID string) (Account, error) {
 	a, err := s.Server.RegisterUser(ctx, localpart, password, deviceID)
-	return Account(a), err
+	return a, err
 }
 
 // RegisterAdmin is [synapse.Server.RegisterAdmin].
 func (s SynapseServer) RegisterAdmin(ctx context.Context, localpart, password, deviceID string) (Account, error) {
 	a, err := s.Server.RegisterAdmin(ctx, localpart, password, deviceID)
-	return Account(a), err
+	return a, err
 }
 
 // Login is [synapse.Server.Login].
 func (s SynapseServer) Login(ctx context.Context, localpart, password, deviceID string) (Account, error) {
 	a, err := s.Server.Login(ctx, localpart, password, deviceID)
-	return Account(a), err
+	return a, err
 }
 
 // Dendrite returns opts as devkit/dendrite options.
