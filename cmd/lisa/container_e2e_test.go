@@ -156,7 +156,7 @@ func (c *container) stop() (time.Duration, int) {
 }
 
 // TestContainerImage builds the image with deploy/build-image.sh and runs
-// it against Dendrite on loopback: the image holds the binary, the CA
+// it against each homeserver on loopback: the image holds the binary, the CA
 // certificates and the data dir only; a mention gets one reply; the
 // health check says healthy; podman stop ends Lisa within
 // runtime.shutdown_grace_seconds with exit 0; a new container on the same
@@ -164,95 +164,97 @@ func (c *container) stop() (time.Duration, int) {
 // question asked meanwhile once.
 func TestContainerImage(t *testing.T) {
 	need.Podman(t)
-	tag := buildImage(t)
+	tag := buildImage(t) // once: the image does not depend on the homeserver
+	onEachHomeserver(t, func(t *testing.T, hs string) {
 
-	files := imageFiles(t, tag)
-	var names []string
-	for name := range files {
-		names = append(names, strings.TrimSuffix(name, "/"))
-	}
-	slices.Sort(names)
-	want := []string{"data", "etc", "etc/ssl", "etc/ssl/certs", "etc/ssl/certs/ca-certificates.crt", "usr", "usr/bin", "usr/bin/lisa"}
-	if !slices.Equal(names, want) {
-		t.Fatalf("the image holds %q, want only %q", names, want)
-	}
-	if d := files["data/"]; d == nil || d.Uid != 10001 || d.Gid != 10001 || d.FileInfo().Mode().Perm() != 0o700 {
-		t.Fatalf("/data is %+v, want a 0700 directory of 10001:10001", d)
-	}
-	var cfg []struct {
-		Config struct {
-			User       string
-			StopSignal string
-			Volumes    map[string]any
+		files := imageFiles(t, tag)
+		var names []string
+		for name := range files {
+			names = append(names, strings.TrimSuffix(name, "/"))
 		}
-		Healthcheck struct{ Test []string }
-	}
-	if err := json.Unmarshal([]byte(podman(t, "image", "inspect", tag)), &cfg); err != nil || len(cfg) != 1 {
-		t.Fatalf("podman image inspect: %v", err)
-	}
-	c := cfg[0].Config
-	if c.User != "10001:10001" || c.StopSignal != "SIGTERM" || !strings.Contains(strings.Join(cfg[0].Healthcheck.Test, " "), "/usr/bin/lisa health") || c.Volumes["/data"] == nil {
-		t.Fatalf("image config %+v: want user 10001:10001, SIGTERM, a lisa health check and the /data volume", cfg[0])
-	}
+		slices.Sort(names)
+		want := []string{"data", "etc", "etc/ssl", "etc/ssl/certs", "etc/ssl/certs/ca-certificates.crt", "usr", "usr/bin", "usr/bin/lisa"}
+		if !slices.Equal(names, want) {
+			t.Fatalf("the image holds %q, want only %q", names, want)
+		}
+		if d := files["data/"]; d == nil || d.Uid != 10001 || d.Gid != 10001 || d.FileInfo().Mode().Perm() != 0o700 {
+			t.Fatalf("/data is %+v, want a 0700 directory of 10001:10001", d)
+		}
+		var cfg []struct {
+			Config struct {
+				User       string
+				StopSignal string
+				Volumes    map[string]any
+			}
+			Healthcheck struct{ Test []string }
+		}
+		if err := json.Unmarshal([]byte(podman(t, "image", "inspect", tag)), &cfg); err != nil || len(cfg) != 1 {
+			t.Fatalf("podman image inspect: %v", err)
+		}
+		c := cfg[0].Config
+		if c.User != "10001:10001" || c.StopSignal != "SIGTERM" || !strings.Contains(strings.Join(cfg[0].Healthcheck.Test, " "), "/usr/bin/lisa health") || c.Volumes["/data"] == nil {
+			t.Fatalf("image config %+v: want user 10001:10001, SIGTERM, a lisa health check and the /data volume", cfg[0])
+		}
 
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	// The configuration as an operator mounts it: readable by the
-	// image's user, secrets only in the environment.
-	cfgDir := t.TempDir()
-	src := filepath.Dir(e.writeConfig())
-	for _, f := range []string{"lisa.toml", "persona.md"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
-		if err != nil {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		// The configuration as an operator mounts it: readable by the
+		// image's user, secrets only in the environment.
+		cfgDir := t.TempDir()
+		src := filepath.Dir(e.writeConfig())
+		for _, f := range []string{"lisa.toml", "persona.md"} {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(cfgDir, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(cfgDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(cfgDir, f), b, 0o644); err != nil {
-			t.Fatal(err)
+		volume := fmt.Sprintf("lisa-test-%d", time.Now().UnixNano())
+		podman(t, "volume", "create", volume)
+		t.Cleanup(func() { _, _ = podmanErr("volume", "rm", "--force", volume) })
+
+		first := runContainer(t, tag, volume+"-1", cfgDir, volume, e.bot.AccessToken, false)
+		first.awaitLog("sync baseline recorded")
+		q1 := e.mention(room, "a question for the container")
+		e.awaitReply(room, q1)
+		// The image's HEALTHCHECK (lisa health) run now: exit 0, and podman
+		// records the container as healthy. (podman 4.3 prints "unhealthy"
+		// on a failed check and nothing on a good one.)
+		if out, err := podmanErr("healthcheck", "run", first.name); err != nil {
+			t.Fatalf("podman healthcheck run: %q %v; logs:\n%s", out, err, first.logs())
 		}
-	}
-	if err := os.Chmod(cfgDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	volume := fmt.Sprintf("lisa-test-%d", time.Now().UnixNano())
-	podman(t, "volume", "create", volume)
-	t.Cleanup(func() { _, _ = podmanErr("volume", "rm", "--force", volume) })
+		if status := strings.TrimSpace(podman(t, "inspect", "--format", "{{.State.Health.Status}}", first.name)); status != "healthy" {
+			t.Fatalf("health after a good check is %q, want healthy", status)
+		}
+		took, code := first.stop()
+		const grace = 5 * time.Second // runtime.shutdown_grace_seconds of writeConfig
+		if code != 0 || took > grace || !strings.Contains(first.logs(), `"clean":true`) {
+			t.Fatalf("podman stop took %s (grace %s), exit %d; logs:\n%s", took, grace, code, first.logs())
+		}
+		t.Logf("podman stop: %s, exit 0", took.Round(time.Millisecond))
+		if logs := first.logs(); strings.Contains(logs, e.bot.AccessToken) {
+			t.Fatal("the access token is in the container's log")
+		}
 
-	first := runContainer(t, tag, volume+"-1", cfgDir, volume, e.bot.AccessToken, false)
-	first.awaitLog("sync baseline recorded")
-	q1 := e.mention(room, "a question for the container")
-	e.awaitReply(room, q1)
-	// The image's HEALTHCHECK (lisa health) run now: exit 0, and podman
-	// records the container as healthy. (podman 4.3 prints "unhealthy"
-	// on a failed check and nothing on a good one.)
-	if out, err := podmanErr("healthcheck", "run", first.name); err != nil {
-		t.Fatalf("podman healthcheck run: %q %v; logs:\n%s", out, err, first.logs())
-	}
-	if status := strings.TrimSpace(podman(t, "inspect", "--format", "{{.State.Health.Status}}", first.name)); status != "healthy" {
-		t.Fatalf("health after a good check is %q, want healthy", status)
-	}
-	took, code := first.stop()
-	const grace = 5 * time.Second // runtime.shutdown_grace_seconds of writeConfig
-	if code != 0 || took > grace || !strings.Contains(first.logs(), `"clean":true`) {
-		t.Fatalf("podman stop took %s (grace %s), exit %d; logs:\n%s", took, grace, code, first.logs())
-	}
-	t.Logf("podman stop: %s, exit 0", took.Round(time.Millisecond))
-	if logs := first.logs(); strings.Contains(logs, e.bot.AccessToken) {
-		t.Fatal("the access token is in the container's log")
-	}
-
-	q2 := e.mention(room, "asked while no container runs")
-	second := runContainer(t, tag, volume+"-2", cfgDir, volume, e.bot.AccessToken, true)
-	e.awaitReply(room, q2)
-	sentinel := e.settle(room)
-	if strings.Contains(second.logs(), "sync baseline recorded") {
-		t.Fatalf("the new container took a new baseline: the volume's cursor was lost; logs:\n%s", second.logs())
-	}
-	got := e.replies(room)
-	wantReplies := map[id.EventID]int{q1: 1, q2: 1, sentinel: 1}
-	if len(got) != len(wantReplies) || got[q1] != 1 || got[q2] != 1 || got[sentinel] != 1 {
-		t.Fatalf("replies %v, want one each to %v; logs:\n%s", got, wantReplies, second.logs())
-	}
-	if _, code := second.stop(); code != 0 {
-		t.Fatalf("the read-only container exited %d; logs:\n%s", code, second.logs())
-	}
+		q2 := e.mention(room, "asked while no container runs")
+		second := runContainer(t, tag, volume+"-2", cfgDir, volume, e.bot.AccessToken, true)
+		e.awaitReply(room, q2)
+		sentinel := e.settle(room)
+		if strings.Contains(second.logs(), "sync baseline recorded") {
+			t.Fatalf("the new container took a new baseline: the volume's cursor was lost; logs:\n%s", second.logs())
+		}
+		got := e.replies(room)
+		wantReplies := map[id.EventID]int{q1: 1, q2: 1, sentinel: 1}
+		if len(got) != len(wantReplies) || got[q1] != 1 || got[q2] != 1 || got[sentinel] != 1 {
+			t.Fatalf("replies %v, want one each to %v; logs:\n%s", got, wantReplies, second.logs())
+		}
+		if _, code := second.stop(); code != 0 {
+			t.Fatalf("the read-only container exited %d; logs:\n%s", code, second.logs())
+		}
+	})
 }

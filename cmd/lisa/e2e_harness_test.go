@@ -20,7 +20,7 @@ import (
 
 	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/devkit/demo"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 	"github.com/lisabot/lisa/testkit/llmfake"
 	"github.com/lisabot/lisa/testkit/need"
 )
@@ -47,10 +47,10 @@ func TestMain(m *testing.M) {
 type e2e struct {
 	t       *testing.T
 	ctx     context.Context
-	hs      *dendrite.Server
+	hs      homeserver.Server
 	hsURL   string // what Lisa talks to (may be a fault proxy)
 	llm     *llmfake.Server
-	bot     dendrite.Account
+	bot     homeserver.Account
 	human   *mautrix.Client
 	humanID id.UserID
 	allowed []id.RoomID
@@ -74,12 +74,34 @@ type e2e struct {
 	llmURL, model string
 }
 
-func newE2E(t *testing.T, allowedRooms int) *e2e {
+// onEachHomeserver runs f as a subtest per homeserver of
+// homeserver.List ("dendrite", "synapse"; LISA_HOMESERVERS picks), with
+// the server's name for newE2E. The end-to-end tests run on every server:
+// what differs between them is asked of the server
+// (homeserver.Server.TxnIDsSurviveRestart), never assumed.
+func onEachHomeserver(t *testing.T, f func(t *testing.T, hs string)) {
+	t.Helper()
+	for _, name := range homeserver.List(t) {
+		t.Run(name, func(t *testing.T) { f(t, name) })
+	}
+}
+
+// newE2E starts the homeserver named hs (with its rate limits raised) and
+// the scripted LLM, registers Lisa and a human, and makes allowedRooms
+// rooms Lisa may answer in plus one she is in but may not.
+func newE2E(t *testing.T, hs string, allowedRooms int) *e2e {
+	t.Helper()
+	return newE2EWith(t, hs, homeserver.Options{}, allowedRooms)
+}
+
+// newE2EWith is newE2E with the homeserver's options (e.g. its default
+// rate limits kept).
+func newE2EWith(t *testing.T, hs string, opts homeserver.Options, allowedRooms int) *e2e {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	e := &e2e{t: t, ctx: ctx, dir: t.TempDir(), maxConc: 2, timelineLimit: 50}
-	e.hs = dendrite.Start(t, dendrite.Options{})
+	e.hs = homeserver.Start(t, hs, opts)
 	e.hsURL = e.hs.URL()
 	bot, err := e.hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISATEST")
 	if err != nil {

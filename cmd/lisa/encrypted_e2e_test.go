@@ -71,40 +71,42 @@ func (e *e2e) awaitRecord(p *lisaProc, msg string) []map[string]any {
 // which is degraded (exit 1) with that line as a reason, while Lisa goes
 // on answering in the other allowed rooms.
 func TestEncryptedRoomIsReported(t *testing.T) {
-	e := newE2E(t, 1)
-	plain := e.allowed[0]
-	secret := e.encryptedRoom()
-	e.allowed = append(e.allowed, secret)
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		plain := e.allowed[0]
+		secret := e.encryptedRoom()
+		e.allowed = append(e.allowed, secret)
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
 
-	line := "room " + string(secret) + " is encrypted; Lisa cannot read it"
-	recs := e.awaitRecord(p, line)
-	if len(recs) != 1 || recs[0]["level"] != "ERROR" {
-		t.Fatalf("error line for the encrypted room: %v", recs)
-	}
-	if strings.Contains(p.text(), "room "+string(plain)+" is encrypted") {
-		t.Fatalf("the plain room was reported as encrypted:\n%s", p.text())
-	}
-	e.awaitRecord(p, "allowed rooms checked for encryption")
+		line := "room " + string(secret) + " is encrypted; Lisa cannot read it"
+		recs := e.awaitRecord(p, line)
+		if len(recs) != 1 || recs[0]["level"] != "ERROR" {
+			t.Fatalf("error line for the encrypted room: %v", recs)
+		}
+		if strings.Contains(p.text(), "room "+string(plain)+" is encrypted") {
+			t.Fatalf("the plain room was reported as encrypted:\n%s", p.text())
+		}
+		e.awaitRecord(p, "allowed rooms checked for encryption")
 
-	var out bytes.Buffer
-	code := run(context.Background(), []string{"health", "--config", filepath.Join(e.dir, "lisa.toml")},
-		strings.NewReader(""), &out, &bytes.Buffer{}, lookupFrom(nil))
-	var r struct {
-		Status         string   `json:"status"`
-		Reasons        []string `json:"reasons"`
-		EncryptedRooms []string `json:"encrypted_rooms"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("health output %q: %v", out.String(), err)
-	}
-	if code != 1 || r.Status != "degraded" || !slices.Contains(r.Reasons, line) ||
-		!slices.Equal(r.EncryptedRooms, []string{string(secret)}) {
-		t.Fatalf("lisa health exit %d: %s", code, out.String())
-	}
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"health", "--config", filepath.Join(e.dir, "lisa.toml")},
+			strings.NewReader(""), &out, &bytes.Buffer{}, lookupFrom(nil))
+		var r struct {
+			Status         string   `json:"status"`
+			Reasons        []string `json:"reasons"`
+			EncryptedRooms []string `json:"encrypted_rooms"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("health output %q: %v", out.String(), err)
+		}
+		if code != 1 || r.Status != "degraded" || !slices.Contains(r.Reasons, line) ||
+			!slices.Equal(r.EncryptedRooms, []string{string(secret)}) {
+			t.Fatalf("lisa health exit %d: %s", code, out.String())
+		}
 
-	// Lisa keeps serving the other room.
-	ev := e.mention(plain, "are you still here?")
-	e.awaitReply(plain, ev)
+		// Lisa keeps serving the other room.
+		ev := e.mention(plain, "are you still here?")
+		e.awaitReply(plain, ev)
+	})
 }

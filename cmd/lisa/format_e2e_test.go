@@ -38,44 +38,46 @@ func setDataDirFormat(t *testing.T, dir string, format int) {
 // nothing old is answered again and the question asked meanwhile is
 // answered once.
 func TestNewerDataDirFormatIsRefusedAtStart(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	data := filepath.Join(e.dir, "data")
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
-	first := e.askAndAwait(room, 1, "before the rollback:")
-	e.stopLisa(p)
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		data := filepath.Join(e.dir, "data")
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
+		first := e.askAndAwait(room, 1, "before the rollback:")
+		e.stopLisa(p)
 
-	newer := persistence.FormatVersion + 1
-	setDataDirFormat(t, data, newer)
-	waiting := e.mention(room, "asked while the data dir is of a newer format")
-	p = e.start()
-	if ws := p.wait(t); ws.ExitStatus() == 0 {
-		t.Fatalf("lisa started on a data dir of format %d; logs:\n%s", newer, p.text())
-	}
-	want := fmt.Sprintf("has format %d; this lisa reads formats up to %d", newer, persistence.FormatVersion)
-	var refusals []string
-	for _, line := range strings.Split(p.text(), "\n") {
-		if strings.Contains(line, want) {
-			refusals = append(refusals, line)
+		newer := persistence.FormatVersion + 1
+		setDataDirFormat(t, data, newer)
+		waiting := e.mention(room, "asked while the data dir is of a newer format")
+		p = e.start()
+		if ws := p.wait(t); ws.ExitStatus() == 0 {
+			t.Fatalf("lisa started on a data dir of format %d; logs:\n%s", newer, p.text())
 		}
-	}
-	if len(refusals) != 1 || !strings.Contains(refusals[0], "cannot start") {
-		t.Fatalf("want one \"cannot start\" line naming both formats (%q); logs:\n%s", want, p.text())
-	}
-	if n := e.replies(room)[waiting]; n != 0 {
-		t.Fatalf("the refusing build replied %d times", n)
-	}
-	s, err := persistence.OpenBadger(data, persistence.BadgerOptions{})
-	if err == nil {
-		s.Close()
-		t.Fatalf("the refusal rewrote the data dir's format")
-	}
+		want := fmt.Sprintf("has format %d; this lisa reads formats up to %d", newer, persistence.FormatVersion)
+		var refusals []string
+		for _, line := range strings.Split(p.text(), "\n") {
+			if strings.Contains(line, want) {
+				refusals = append(refusals, line)
+			}
+		}
+		if len(refusals) != 1 || !strings.Contains(refusals[0], "cannot start") {
+			t.Fatalf("want one \"cannot start\" line naming both formats (%q); logs:\n%s", want, p.text())
+		}
+		if n := e.replies(room)[waiting]; n != 0 {
+			t.Fatalf("the refusing build replied %d times", n)
+		}
+		s, err := persistence.OpenBadger(data, persistence.BadgerOptions{})
+		if err == nil {
+			s.Close()
+			t.Fatalf("the refusal rewrote the data dir's format")
+		}
 
-	setDataDirFormat(t, data, persistence.FormatVersion)
-	p = e.start()
-	e.awaitReply(room, waiting)
-	sentinel := e.settle(room)
-	e.stopLisa(p)
-	e.expectReplies(room, map[id.EventID]int{first[0]: 1, waiting: 1, sentinel: 1})
+		setDataDirFormat(t, data, persistence.FormatVersion)
+		p = e.start()
+		e.awaitReply(room, waiting)
+		sentinel := e.settle(room)
+		e.stopLisa(p)
+		e.expectReplies(room, map[id.EventID]int{first[0]: 1, waiting: 1, sentinel: 1})
+	})
 }

@@ -96,79 +96,81 @@ func (e *e2e) awaitHeld(want ...string) {
 // the reply is sent once, with the same content, and never again across
 // another kill and restart.
 func TestRefusedReplyWaitsForTheFix(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
-	e.setPostLevel(room, 50, 0)
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
+		e.setPostLevel(room, 50, 0)
 
-	q := e.mention(room, "what is the capital of France?")
-	e.awaitLog(p, "reply held")
-	e.awaitHeld(string(q))
-	if got := e.replies(room)[q]; got != 0 {
-		t.Fatalf("%d replies while Lisa may not post", got)
-	}
-	if out := e.shell("rooms\n"); !strings.Contains(out, "HELD") {
-		t.Fatalf("rooms table without held replies:\n%s", out)
-	}
-	if out := e.shell("health\n", "--json"); !strings.Contains(out, `"held_replies":1`) || !strings.Contains(out, `"status":"degraded"`) {
-		t.Fatalf("health with a held reply: %s", out)
-	}
-	if r := e.why(q); !r.Seen || r.Entry.Outcome != trail.Held {
-		t.Fatalf("why %s: seen %v, outcome %q, want %q", q, r.Seen, r.Entry.Outcome, trail.Held)
-	}
+		q := e.mention(room, "what is the capital of France?")
+		e.awaitLog(p, "reply held")
+		e.awaitHeld(string(q))
+		if got := e.replies(room)[q]; got != 0 {
+			t.Fatalf("%d replies while Lisa may not post", got)
+		}
+		if out := e.shell("rooms\n"); !strings.Contains(out, "HELD") {
+			t.Fatalf("rooms table without held replies:\n%s", out)
+		}
+		if out := e.shell("health\n", "--json"); !strings.Contains(out, `"held_replies":1`) || !strings.Contains(out, `"status":"degraded"`) {
+			t.Fatalf("health with a held reply: %s", out)
+		}
+		if r := e.why(q); !r.Seen || r.Entry.Outcome != trail.Held {
+			t.Fatalf("why %s: seen %v, outcome %q, want %q", q, r.Seen, r.Entry.Outcome, trail.Held)
+		}
 
-	// resend while the room still refuses her: looked up, sent, refused,
-	// held again.
-	var rows []struct {
-		Room     string `json:"room"`
-		Released int    `json:"released"`
-	}
-	if out := e.shell("resend "+string(room)+"\n", "--json"); json.Unmarshal([]byte(strings.TrimSpace(out)), &rows) != nil ||
-		len(rows) != 1 || rows[0].Released != 1 {
-		t.Fatalf("resend: %s", out)
-	}
-	e.awaitLog(p, "reply held")
-	e.awaitHeld(string(q))
-	if !strings.Contains(p.text(), `"reason":"operator"`) {
-		t.Fatalf("the operator's release is not logged; logs:\n%s", p.text())
-	}
+		// resend while the room still refuses her: looked up, sent, refused,
+		// held again.
+		var rows []struct {
+			Room     string `json:"room"`
+			Released int    `json:"released"`
+		}
+		if out := e.shell("resend "+string(room)+"\n", "--json"); json.Unmarshal([]byte(strings.TrimSpace(out)), &rows) != nil ||
+			len(rows) != 1 || rows[0].Released != 1 {
+			t.Fatalf("resend: %s", out)
+		}
+		e.awaitLog(p, "reply held")
+		e.awaitHeld(string(q))
+		if !strings.Contains(p.text(), `"reason":"operator"`) {
+			t.Fatalf("the operator's release is not logged; logs:\n%s", p.text())
+		}
 
-	// Killed between the refusal and the fix.
-	p.kill()
-	p = e.start()
-	e.awaitLog(p, "lisa running")
-	e.awaitHeld(string(q))
+		// Killed between the refusal and the fix.
+		p.kill()
+		p = e.start()
+		e.awaitLog(p, "lisa running")
+		e.awaitHeld(string(q))
 
-	fixed := time.Now()
-	e.setPostLevel(room, 50, 50)
-	e.awaitReply(room, q)
-	t.Logf("the held reply reached the room %s after the power levels were fixed", time.Since(fixed).Round(time.Millisecond))
-	e.awaitHeld()
-	first := e.settle(room)
-	if !strings.Contains(p.text(), `"reason":"power_levels"`) {
-		t.Fatalf("no release by the power levels change logged; logs:\n%s", p.text())
-	}
-	// Sent with its original transaction ID: the one derived from the
-	// room and the question (Lisa's own events carry it back to her).
-	if txn := e.lisaTxnID(room, q); txn != string(messages.ReplyTxnID(messages.RoomID(room), messages.EventID(q))) {
-		t.Fatalf("the reply went out with transaction ID %q", txn)
-	}
+		fixed := time.Now()
+		e.setPostLevel(room, 50, 50)
+		e.awaitReply(room, q)
+		t.Logf("the held reply reached the room %s after the power levels were fixed", time.Since(fixed).Round(time.Millisecond))
+		e.awaitHeld()
+		first := e.settle(room)
+		if !strings.Contains(p.text(), `"reason":"power_levels"`) {
+			t.Fatalf("no release by the power levels change logged; logs:\n%s", p.text())
+		}
+		// Sent with its original transaction ID: the one derived from the
+		// room and the question (Lisa's own events carry it back to her).
+		if txn := e.lisaTxnID(room, q); txn != string(messages.ReplyTxnID(messages.RoomID(room), messages.EventID(q))) {
+			t.Fatalf("the reply went out with transaction ID %q", txn)
+		}
 
-	// And never again across a restart.
-	p.kill()
-	p = e.start()
-	e.awaitLog(p, "lisa running")
-	second := e.settle(room)
-	e.expectReplies(room, map[id.EventID]int{q: 1, first: 1, second: 1})
-	if n := e.lisaMessages(room); n != 3 {
-		t.Fatalf("Lisa has %d messages in the room, want 3 (the held reply and two sentinels)", n)
-	}
-	if out := e.shell("health\n", "--json"); strings.Contains(out, "held_replies") {
-		t.Fatalf("health after the fix: %s", out)
-	}
-	// The reply is the answer to the question, not an error.
-	if !strings.Contains(e.replyBody(room, q), "answer: what is the capital of France?") {
-		t.Fatalf("reply to the question: %q", e.replyBody(room, q))
-	}
+		// And never again across a restart.
+		p.kill()
+		p = e.start()
+		e.awaitLog(p, "lisa running")
+		second := e.settle(room)
+		e.expectReplies(room, map[id.EventID]int{q: 1, first: 1, second: 1})
+		if n := e.lisaMessages(room); n != 3 {
+			t.Fatalf("Lisa has %d messages in the room, want 3 (the held reply and two sentinels)", n)
+		}
+		if out := e.shell("health\n", "--json"); strings.Contains(out, "held_replies") {
+			t.Fatalf("health after the fix: %s", out)
+		}
+		// The reply is the answer to the question, not an error.
+		if !strings.Contains(e.replyBody(room, q), "answer: what is the capital of France?") {
+			t.Fatalf("reply to the question: %q", e.replyBody(room, q))
+		}
+	})
 }

@@ -28,7 +28,7 @@ import (
 // Issue #30 against a real server: Ollama v0.17.4, built from its Go
 // module by testkit/ollama, serving a tiny model with random weights
 // (nonsense text, real wire format, templates, tool checks and silent
-// truncation), and a real Dendrite. The tests skip with one line unless
+// truncation), and each real homeserver. The tests skip with one line unless
 // the server is built or LISA_REQUIRE_OLLAMA=1.
 
 // exchange is one chat-completions request Lisa sent and the server's
@@ -211,9 +211,9 @@ func checkServerTextIsTheReply(t *testing.T, e *e2e, rec *recorder, room id.Room
 
 // ollamaE2E is an e2e world whose LLM is the real server (behind the
 // recorder), serving model, with research on (a fake SearXNG).
-func ollamaE2E(t *testing.T, proxyRoot, model string) *e2e {
+func ollamaE2E(t *testing.T, hs, proxyRoot, model string) *e2e {
 	t.Helper()
-	e := newE2E(t, 1)
+	e := newE2E(t, hs, 1)
 	searx := searxfake.Start(t, searxfake.WithDefault(searxfake.Results(searxfake.Result{URL: "https://docs.example.org/ollama", Title: "Ollama", Content: "a server"})))
 	e.researchConfig(searx.URL(), false)
 	e.llmURL, e.model = proxyRoot+"/v1", model
@@ -242,188 +242,189 @@ func logLines(p *lisaProc, level string, want map[string]string) []map[string]an
 	return out
 }
 
-// TestRealOllama (#30, item 7): Lisa against a real Ollama and Dendrite.
+// TestRealOllama (#30, item 7): Lisa against a real Ollama and each homeserver.
 func TestRealOllama(t *testing.T) {
-	srv := ollama.Start(t)
-	rec, proxy := startRecorder(t, srv.Root())
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		srv := ollama.Start(t)
+		rec, proxy := startRecorder(t, srv.Root())
 
-	// Every question gets exactly one reply, and the model's own text
-	// (sanitized) is that reply wherever it has visible characters. The
-	// random model cannot keep a JSON object short, so structured output
-	// is off (llm.response_format = "none", as docs/llm-servers.md says
-	// for models that run on into the token limit inside the object):
-	// its prose is posted after the one repair request.
-	t.Run("the server's text is the reply", func(t *testing.T) {
-		e := ollamaE2E(t, proxy, ollama.ModelTools)
-		room := e.allowed[0]
-		p := e.start("LISA_LLM__RESPONSE_FORMAT=none", "LISA_LLM__MAX_OUTPUT_TOKENS=200")
-		e.awaitLog(p, "sync baseline recorded")
-		asked := map[id.EventID]string{}
-		want := map[id.EventID]int{}
-		for _, q := range []string{"Lisa, what is a server?", "Lisa, say something about water", "Lisa, how do models answer?", "Lisa, name a colour", "Lisa, what day is it?"} {
-			ev := e.mention(room, q)
-			asked[ev], want[ev] = q, 1
-			e.awaitReply(room, ev)
-		}
-		sentinel := e.settle(room)
-		want[sentinel] = 1
-		e.expectReplies(room, want)
-		if n := checkServerTextIsTheReply(t, e, rec, room, asked); n == 0 {
-			t.Fatalf("no question was answered with the server's text:\n%s", p.text())
-		}
-		for _, q := range asked {
-			if exs := rec.about(q); exs[0].tools == 0 {
-				t.Errorf("%q: the first request offered no tools", q)
-			}
-		}
-	})
-
-	// num_ctx 512 and llm.context_window_tokens = 512: a lived-in room
-	// of 40 events never makes Ollama cut a prompt. Lisa's system prompt
-	// alone is more than 512 tokens (about 4 KB; this model's byte-level
-	// tokenizer makes 1.2 bytes a token, real ones 3 to 4.5), so she
-	// sends nothing and answers with the persona's error. The same room
-	// with llm.context_window_tokens left at 8192 shows what she
-	// prevents: Ollama cuts the prompt and says so only in its log.
-	t.Run("a lived-in room fits num_ctx 512", func(t *testing.T) {
-		for _, c := range []struct {
-			window   int
-			truncate bool
-		}{{512, false}, {8192, true}} {
-			t.Run(fmt.Sprintf("context_window_tokens %d", c.window), func(t *testing.T) {
-				e := ollamaE2E(t, proxy, ollama.ModelCtx512)
-				room := e.allowed[0]
-				logFrom := len(srv.Log())
-				p := e.start("LISA_LLM__RESPONSE_FORMAT=none", fmt.Sprintf("LISA_LLM__CONTEXT_WINDOW_TOKENS=%d", c.window), "LISA_LLM__MAX_OUTPUT_TOKENS=64")
-				e.awaitLog(p, "sync baseline recorded")
-				for i := range 40 {
-					e.say(room, plainText(fmt.Sprintf("Message %d of a lived-in room: we talked about servers, tokens and windows at some length today.", i)))
-				}
-				question := fmt.Sprintf("Lisa, what did we talk about (window %d)?", c.window)
-				ev := e.mention(room, question)
+		// Every question gets exactly one reply, and the model's own text
+		// (sanitized) is that reply wherever it has visible characters. The
+		// random model cannot keep a JSON object short, so structured output
+		// is off (llm.response_format = "none", as docs/llm-servers.md says
+		// for models that run on into the token limit inside the object):
+		// its prose is posted after the one repair request.
+		t.Run("the server's text is the reply", func(t *testing.T) {
+			e := ollamaE2E(t, hs, proxy, ollama.ModelTools)
+			room := e.allowed[0]
+			p := e.start("LISA_LLM__RESPONSE_FORMAT=none", "LISA_LLM__MAX_OUTPUT_TOKENS=200")
+			e.awaitLog(p, "sync baseline recorded")
+			asked := map[id.EventID]string{}
+			want := map[id.EventID]int{}
+			for _, q := range []string{"Lisa, what is a server?", "Lisa, say something about water", "Lisa, how do models answer?", "Lisa, name a colour", "Lisa, what day is it?"} {
+				ev := e.mention(room, q)
+				asked[ev], want[ev] = q, 1
 				e.awaitReply(room, ev)
-				sentinel := e.settle(room)
-				e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
-				exs := rec.about(question)
-				for i, ex := range exs {
-					t.Logf("request %d: %d bytes, prompt_tokens %d of 512, status %d", i+1, ex.bytes, ex.promptTokens, ex.status)
-					if !c.truncate && (ex.status != http.StatusOK || ex.promptTokens >= 512) {
-						t.Errorf("request %d: status %d, prompt_tokens %d (num_ctx 512)", i+1, ex.status, ex.promptTokens)
+			}
+			sentinel := e.settle(room)
+			want[sentinel] = 1
+			e.expectReplies(room, want)
+			if n := checkServerTextIsTheReply(t, e, rec, room, asked); n == 0 {
+				t.Fatalf("no question was answered with the server's text:\n%s", p.text())
+			}
+			for _, q := range asked {
+				if exs := rec.about(q); exs[0].tools == 0 {
+					t.Errorf("%q: the first request offered no tools", q)
+				}
+			}
+		})
+
+		// num_ctx 512 and llm.context_window_tokens = 512: a lived-in room
+		// of 40 events never makes Ollama cut a prompt. Lisa's system prompt
+		// alone is more than 512 tokens (about 4 KB; this model's byte-level
+		// tokenizer makes 1.2 bytes a token, real ones 3 to 4.5), so she
+		// sends nothing and answers with the persona's error. The same room
+		// with llm.context_window_tokens left at 8192 shows what she
+		// prevents: Ollama cuts the prompt and says so only in its log.
+		t.Run("a lived-in room fits num_ctx 512", func(t *testing.T) {
+			for _, c := range []struct {
+				window   int
+				truncate bool
+			}{{512, false}, {8192, true}} {
+				t.Run(fmt.Sprintf("context_window_tokens %d", c.window), func(t *testing.T) {
+					e := ollamaE2E(t, hs, proxy, ollama.ModelCtx512)
+					room := e.allowed[0]
+					logFrom := len(srv.Log())
+					p := e.start("LISA_LLM__RESPONSE_FORMAT=none", fmt.Sprintf("LISA_LLM__CONTEXT_WINDOW_TOKENS=%d", c.window), "LISA_LLM__MAX_OUTPUT_TOKENS=64")
+					e.awaitLog(p, "sync baseline recorded")
+					for i := range 40 {
+						e.say(room, plainText(fmt.Sprintf("Message %d of a lived-in room: we talked about servers, tokens and windows at some length today.", i)))
+					}
+					question := fmt.Sprintf("Lisa, what did we talk about (window %d)?", c.window)
+					ev := e.mention(room, question)
+					e.awaitReply(room, ev)
+					sentinel := e.settle(room)
+					e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+					exs := rec.about(question)
+					for i, ex := range exs {
+						t.Logf("request %d: %d bytes, prompt_tokens %d of 512, status %d", i+1, ex.bytes, ex.promptTokens, ex.status)
+						if !c.truncate && (ex.status != http.StatusOK || ex.promptTokens >= 512) {
+							t.Errorf("request %d: status %d, prompt_tokens %d (num_ctx 512)", i+1, ex.status, ex.promptTokens)
+						}
+					}
+					cut := grepLines(srv.Log()[logFrom:], "truncating input prompt")
+					t.Logf("server log: %q", cut)
+					switch {
+					case c.truncate && (cut == "" || len(exs) == 0):
+						t.Fatalf("the misconfigured window did not make the server cut a prompt (%d requests)", len(exs))
+					case !c.truncate && cut != "":
+						t.Fatalf("the server cut a prompt:\n%s", cut)
+					case !c.truncate && len(exs) == 0 && len(logLines(p, "WARN", map[string]string{"reason": "context_window"})) == 0:
+						t.Fatalf("nothing was sent, and no WARN says the window is too small:\n%s", p.text())
+					}
+				})
+			}
+		})
+
+		// An unknown model: the persona's error in the room and one ERROR
+		// line naming the key and the server's models, for two questions.
+		t.Run("an unknown model is an ERROR", func(t *testing.T) {
+			e := ollamaE2E(t, hs, proxy, "no-such-model")
+			room := e.allowed[0]
+			p := e.start()
+			e.awaitLog(p, "sync baseline recorded")
+			var evs []id.EventID
+			for _, q := range []string{"Lisa, are you there?", "Lisa, still there?"} {
+				ev := e.mention(room, q)
+				e.awaitReply(room, ev)
+				evs = append(evs, ev)
+				if body := e.replyBody(room, ev); !strings.Contains(body, "Sorry, I got tangled.") {
+					t.Errorf("reply to %q = %q, want the persona's error", q, body)
+				}
+			}
+			e.expectReplies(room, map[id.EventID]int{evs[0]: 1, evs[1]: 1})
+			lines := logLines(p, "ERROR", map[string]string{"cause": "model_not_found", "server_models": ollama.ModelTools + ":latest", "fix": "llm.model"})
+			if len(lines) != 1 {
+				t.Fatalf("%d ERROR lines for the unknown model, want 1:\n%s", len(lines), p.text())
+			}
+		})
+
+		// A model without tool support: one WARN, the question answered
+		// without tools (the server's text is the reply), the next question's
+		// requests offer none.
+		t.Run("a model without tools is answered without them", func(t *testing.T) {
+			e := ollamaE2E(t, hs, proxy, ollama.ModelNoTools)
+			room := e.allowed[0]
+			p := e.start("LISA_LLM__RESPONSE_FORMAT=none", "LISA_LLM__MAX_OUTPUT_TOKENS=200")
+			e.awaitLog(p, "sync baseline recorded")
+			asked := map[id.EventID]string{}
+			want := map[id.EventID]int{}
+			questions := []string{"Lisa, look up the weather", "Lisa, search for servers", "Lisa, what is new?", "Lisa, find a recipe"}
+			for _, q := range questions {
+				ev := e.mention(room, q)
+				asked[ev], want[ev] = q, 1
+				e.awaitReply(room, ev)
+			}
+			sentinel := e.settle(room)
+			want[sentinel] = 1
+			e.expectReplies(room, want)
+			first := rec.about(questions[0])
+			if len(first) < 2 || first[0].tools == 0 || first[0].status != http.StatusBadRequest {
+				t.Fatalf("the first request with tools was not refused: %+v", first)
+			}
+			for _, q := range questions {
+				for i, ex := range rec.about(q) {
+					if (q != questions[0] || i > 0) && ex.tools != 0 {
+						t.Errorf("%q request %d offers %d tools after the refusal", q, i+1, ex.tools)
 					}
 				}
-				cut := grepLines(srv.Log()[logFrom:], "truncating input prompt")
-				t.Logf("server log: %q", cut)
-				switch {
-				case c.truncate && (cut == "" || len(exs) == 0):
-					t.Fatalf("the misconfigured window did not make the server cut a prompt (%d requests)", len(exs))
-				case !c.truncate && cut != "":
-					t.Fatalf("the server cut a prompt:\n%s", cut)
-				case !c.truncate && len(exs) == 0 && len(logLines(p, "WARN", map[string]string{"reason": "context_window"})) == 0:
-					t.Fatalf("nothing was sent, and no WARN says the window is too small:\n%s", p.text())
-				}
-			})
-		}
-	})
-
-	// An unknown model: the persona's error in the room and one ERROR
-	// line naming the key and the server's models, for two questions.
-	t.Run("an unknown model is an ERROR", func(t *testing.T) {
-		e := ollamaE2E(t, proxy, "no-such-model")
-		room := e.allowed[0]
-		p := e.start()
-		e.awaitLog(p, "sync baseline recorded")
-		var evs []id.EventID
-		for _, q := range []string{"Lisa, are you there?", "Lisa, still there?"} {
-			ev := e.mention(room, q)
-			e.awaitReply(room, ev)
-			evs = append(evs, ev)
-			if body := e.replyBody(room, ev); !strings.Contains(body, "Sorry, I got tangled.") {
-				t.Errorf("reply to %q = %q, want the persona's error", q, body)
 			}
-		}
-		e.expectReplies(room, map[id.EventID]int{evs[0]: 1, evs[1]: 1})
-		lines := logLines(p, "ERROR", map[string]string{"cause": "model_not_found", "server_models": ollama.ModelTools + ":latest", "fix": "llm.model"})
-		if len(lines) != 1 {
-			t.Fatalf("%d ERROR lines for the unknown model, want 1:\n%s", len(lines), p.text())
-		}
-	})
-
-	// A model without tool support: one WARN, the question answered
-	// without tools (the server's text is the reply), the next question's
-	// requests offer none.
-	t.Run("a model without tools is answered without them", func(t *testing.T) {
-		e := ollamaE2E(t, proxy, ollama.ModelNoTools)
-		room := e.allowed[0]
-		p := e.start("LISA_LLM__RESPONSE_FORMAT=none", "LISA_LLM__MAX_OUTPUT_TOKENS=200")
-		e.awaitLog(p, "sync baseline recorded")
-		asked := map[id.EventID]string{}
-		want := map[id.EventID]int{}
-		questions := []string{"Lisa, look up the weather", "Lisa, search for servers", "Lisa, what is new?", "Lisa, find a recipe"}
-		for _, q := range questions {
-			ev := e.mention(room, q)
-			asked[ev], want[ev] = q, 1
-			e.awaitReply(room, ev)
-		}
-		sentinel := e.settle(room)
-		want[sentinel] = 1
-		e.expectReplies(room, want)
-		first := rec.about(questions[0])
-		if len(first) < 2 || first[0].tools == 0 || first[0].status != http.StatusBadRequest {
-			t.Fatalf("the first request with tools was not refused: %+v", first)
-		}
-		for _, q := range questions {
-			for i, ex := range rec.about(q) {
-				if (q != questions[0] || i > 0) && ex.tools != 0 {
-					t.Errorf("%q request %d offers %d tools after the refusal", q, i+1, ex.tools)
-				}
+			if n := checkServerTextIsTheReply(t, e, rec, room, asked); n == 0 {
+				t.Fatalf("no question was answered with the server's text:\n%s", p.text())
 			}
-		}
-		if n := checkServerTextIsTheReply(t, e, rec, room, asked); n == 0 {
-			t.Fatalf("no question was answered with the server's text:\n%s", p.text())
-		}
-		if warns := logLines(p, "WARN", map[string]string{"msg": "research is off", "cause": "tools_unsupported"}); len(warns) != 1 {
-			t.Fatalf("%d WARN lines saying research is off, want 1:\n%s", len(warns), p.text())
-		}
-	})
+			if warns := logLines(p, "WARN", map[string]string{"msg": "research is off", "cause": "tools_unsupported"}); len(warns) != 1 {
+				t.Fatalf("%d WARN lines saying research is off, want 1:\n%s", len(warns), p.text())
+			}
+		})
 
-	// `lisa doctor --only llm` reads the model list, num_ctx and tool
-	// support from the real server.
-	t.Run("doctor", func(t *testing.T) {
-		for _, c := range []struct {
-			model, extra string
-			code         int
-			want         []string
-			not          []string
-		}{
-			{model: ollama.ModelCtx512, code: doctor.ExitWarnings, want: []string{
-				`ok       llm         ` + srv.URL() + ` answers and serves llm.model "` + ollama.ModelCtx512 + `" as "` + ollama.ModelCtx512 + `:latest" (3 models listed)`,
-				"warning  llm         context window: ollama runs llm.model with a window of 512 tokens (num_ctx in POST /api/show), less than llm.context_window_tokens = 8192",
-				"fix: set llm.context_window_tokens = 512, or give the model a longer window (PARAMETER num_ctx in the model's Modelfile)",
-				"llm         tool calls: ",
-			}, not: []string{"not supported", "32768"}},
-			{model: ollama.ModelNoTools, code: doctor.ExitWarnings, want: []string{
-				`serves llm.model "` + ollama.ModelNoTools + `" as "` + ollama.ModelNoTools + `:latest"`,
-				"warning  llm         context window: ollama runs llm.model with Ollama's default window, 4096 tokens on a machine without a GPU",
-				"warning  llm         tool calls: not supported — the server refused a request with tools",
-				"fix: use a model whose template supports tools (`ollama show MODEL` lists tools among its capabilities)",
-			}},
-			{model: ollama.ModelTools, code: doctor.ExitWarnings, want: []string{
-				"ok       llm         context window: ollama runs llm.model with a window of 8192 tokens (num_ctx in POST /api/show); llm.context_window_tokens = 8192 fits",
-				"llm         tool calls: ",
-			}, not: []string{"not supported"}},
-			{model: "no-such-model", code: doctor.ExitFailed, want: []string{
-				`failed   llm         llm.model "no-such-model" is not among the models ` + srv.URL() + ` serves: `,
-				`"` + ollama.ModelTools + `:latest"`,
-				"skipped  llm         tool calls: not checked",
-			}},
-		} {
-			t.Run(c.model, func(t *testing.T) {
-				dir := t.TempDir()
-				if err := os.WriteFile(filepath.Join(dir, "persona.md"), []byte("You are Lisa."), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				path := filepath.Join(dir, "lisa.toml")
-				cfg := fmt.Sprintf(`[matrix]
+		// `lisa doctor --only llm` reads the model list, num_ctx and tool
+		// support from the real server.
+		t.Run("doctor", func(t *testing.T) {
+			for _, c := range []struct {
+				model, extra string
+				code         int
+				want         []string
+				not          []string
+			}{
+				{model: ollama.ModelCtx512, code: doctor.ExitWarnings, want: []string{
+					`ok       llm         ` + srv.URL() + ` answers and serves llm.model "` + ollama.ModelCtx512 + `" as "` + ollama.ModelCtx512 + `:latest" (3 models listed)`,
+					"warning  llm         context window: ollama runs llm.model with a window of 512 tokens (num_ctx in POST /api/show), less than llm.context_window_tokens = 8192",
+					"fix: set llm.context_window_tokens = 512, or give the model a longer window (PARAMETER num_ctx in the model's Modelfile)",
+					"llm         tool calls: ",
+				}, not: []string{"not supported", "32768"}},
+				{model: ollama.ModelNoTools, code: doctor.ExitWarnings, want: []string{
+					`serves llm.model "` + ollama.ModelNoTools + `" as "` + ollama.ModelNoTools + `:latest"`,
+					"warning  llm         context window: ollama runs llm.model with Ollama's default window, 4096 tokens on a machine without a GPU",
+					"warning  llm         tool calls: not supported — the server refused a request with tools",
+					"fix: use a model whose template supports tools (`ollama show MODEL` lists tools among its capabilities)",
+				}},
+				{model: ollama.ModelTools, code: doctor.ExitWarnings, want: []string{
+					"ok       llm         context window: ollama runs llm.model with a window of 8192 tokens (num_ctx in POST /api/show); llm.context_window_tokens = 8192 fits",
+					"llm         tool calls: ",
+				}, not: []string{"not supported"}},
+				{model: "no-such-model", code: doctor.ExitFailed, want: []string{
+					`failed   llm         llm.model "no-such-model" is not among the models ` + srv.URL() + ` serves: `,
+					`"` + ollama.ModelTools + `:latest"`,
+					"skipped  llm         tool calls: not checked",
+				}},
+			} {
+				t.Run(c.model, func(t *testing.T) {
+					dir := t.TempDir()
+					if err := os.WriteFile(filepath.Join(dir, "persona.md"), []byte("You are Lisa."), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					path := filepath.Join(dir, "lisa.toml")
+					cfg := fmt.Sprintf(`[matrix]
 homeserver_url = "http://127.0.0.1:9"
 user_id = "@lisa:localhost"
 device_id = "LISADEV"
@@ -443,30 +444,31 @@ path = "persona.md"
 [runtime]
 data_dir = "data"
 `, srv.URL(), c.model, c.extra)
-				if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				r := runLisa(t, canaryEnv(), "doctor", "--config", path, "--only", "llm")
-				t.Logf("lisa doctor --only llm (%s):\n%s", c.model, r.stdout)
-				if r.code != c.code {
-					t.Errorf("exit %d, want %d", r.code, c.code)
-				}
-				for _, w := range c.want {
-					if !strings.Contains(r.stdout, w) {
-						t.Errorf("no %q in the report", w)
+					if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+						t.Fatal(err)
 					}
-				}
-				for _, n := range c.not {
-					if strings.Contains(r.stdout, n) {
-						t.Errorf("%q in the report", n)
+					r := runLisa(t, canaryEnv(), "doctor", "--config", path, "--only", "llm")
+					t.Logf("lisa doctor --only llm (%s):\n%s", c.model, r.stdout)
+					if r.code != c.code {
+						t.Errorf("exit %d, want %d", r.code, c.code)
 					}
-				}
-				if lines := strings.Count(strings.TrimSpace(r.stdout), "\n") + 1; lines != 5 {
-					t.Errorf("%d lines, want 4 checks and the summary", lines)
-				}
-				assertNoCanaries(t, "doctor output", r.stdout, r.stderr)
-			})
-		}
+					for _, w := range c.want {
+						if !strings.Contains(r.stdout, w) {
+							t.Errorf("no %q in the report", w)
+						}
+					}
+					for _, n := range c.not {
+						if strings.Contains(r.stdout, n) {
+							t.Errorf("%q in the report", n)
+						}
+					}
+					if lines := strings.Count(strings.TrimSpace(r.stdout), "\n") + 1; lines != 5 {
+						t.Errorf("%d lines, want 4 checks and the summary", lines)
+					}
+					assertNoCanaries(t, "doctor output", r.stdout, r.stderr)
+				})
+			}
+		})
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // Threads, edits, redactions and the wait reaction (#17 items 1, 3, 4, 5)
-// against a real Dendrite: what a member does in Element, what Lisa does.
+// against each real homeserver: what a member does in Element, what Lisa does.
 
 // inThread is a message in the thread of root. With fallback, its
 // m.in_reply_to is the thread fallback that clients without threads
@@ -77,54 +77,56 @@ func (e *e2e) requestFor(marker string) string {
 // thread invokes her, the thread fallback pointing at her does not; the
 // main timeline's context leaves thread messages out.
 func TestThreadsAnsweredInThread(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
 
-	e.say(room, plainText("MAINLINE-CANARY: the main timeline talks about the weather"))
-	root := e.say(room, plainText("Thread root: who brings the cake on Saturday?"))
-	e.say(room, inThread("THREAD-CANARY: Bob brings the cake", root, root, true, false, e.bot.UserID))
-	q := e.say(room, inThread("Lisa, who brings the cake? (thread question)", root, root, true, true, e.bot.UserID))
-	e.awaitReply(room, q)
+		e.say(room, plainText("MAINLINE-CANARY: the main timeline talks about the weather"))
+		root := e.say(room, plainText("Thread root: who brings the cake on Saturday?"))
+		e.say(room, inThread("THREAD-CANARY: Bob brings the cake", root, root, true, false, e.bot.UserID))
+		q := e.say(room, inThread("Lisa, who brings the cake? (thread question)", root, root, true, true, e.bot.UserID))
+		e.awaitReply(room, q)
 
-	c := e.replyContent(room, q)
-	rel, _ := c["m.relates_to"].(map[string]any)
-	irt, _ := rel["m.in_reply_to"].(map[string]any)
-	if rel["rel_type"] != "m.thread" || rel["event_id"] != string(root) || rel["is_falling_back"] != false || irt["event_id"] != string(q) {
-		t.Fatalf("thread reply relates_to = %#v", rel)
-	}
-	req := e.requestFor("thread question")
-	if !strings.Contains(req, "THREAD-CANARY") || !strings.Contains(req, "who brings the cake on Saturday") {
-		t.Errorf("the thread question's context lacks the thread:\n%s", req)
-	}
-	if strings.Contains(req, "MAINLINE-CANARY") {
-		t.Errorf("the thread question's context holds the main timeline:\n%s", req)
-	}
-	// Prompt facts (#17 item 6): the room's name from its state, and the
-	// date in UTC.
-	if !strings.Contains(req, "room 0") || !strings.Contains(req, "UTC") {
-		t.Errorf("the request lacks the room's name or the date:\n%s", req)
-	}
+		c := e.replyContent(room, q)
+		rel, _ := c["m.relates_to"].(map[string]any)
+		irt, _ := rel["m.in_reply_to"].(map[string]any)
+		if rel["rel_type"] != "m.thread" || rel["event_id"] != string(root) || rel["is_falling_back"] != false || irt["event_id"] != string(q) {
+			t.Fatalf("thread reply relates_to = %#v", rel)
+		}
+		req := e.requestFor("thread question")
+		if !strings.Contains(req, "THREAD-CANARY") || !strings.Contains(req, "who brings the cake on Saturday") {
+			t.Errorf("the thread question's context lacks the thread:\n%s", req)
+		}
+		if strings.Contains(req, "MAINLINE-CANARY") {
+			t.Errorf("the thread question's context holds the main timeline:\n%s", req)
+		}
+		// Prompt facts (#17 item 6): the room's name from its state, and the
+		// date in UTC.
+		if !strings.Contains(req, "room 0") || !strings.Contains(req, "UTC") {
+			t.Errorf("the request lacks the room's name or the date:\n%s", req)
+		}
 
-	reply := e.replyEventTo(room, q)
-	fb := e.say(room, inThread("thanks (fallback only)", root, reply, true, false, e.bot.UserID))
-	real := e.say(room, inThread("and who brings the candles? (real reply)", root, reply, false, false, e.bot.UserID))
-	e.awaitReply(room, real)
-	if rel, _ := e.replyContent(room, real)["m.relates_to"].(map[string]any); rel["rel_type"] != "m.thread" || rel["event_id"] != string(root) {
-		t.Errorf("reply to a reply in the thread left the thread: %#v", rel)
-	}
+		reply := e.replyEventTo(room, q)
+		fb := e.say(room, inThread("thanks (fallback only)", root, reply, true, false, e.bot.UserID))
+		real := e.say(room, inThread("and who brings the candles? (real reply)", root, reply, false, false, e.bot.UserID))
+		e.awaitReply(room, real)
+		if rel, _ := e.replyContent(room, real)["m.relates_to"].(map[string]any); rel["rel_type"] != "m.thread" || rel["event_id"] != string(root) {
+			t.Errorf("reply to a reply in the thread left the thread: %#v", rel)
+		}
 
-	main := e.mention(room, "and on the main timeline? (main question)")
-	e.awaitReply(room, main)
-	if req := e.requestFor("main question"); strings.Contains(req, "THREAD-CANARY") {
-		t.Errorf("the main timeline's context holds thread messages:\n%s", req)
-	}
-	if rel, _ := e.replyContent(room, main)["m.relates_to"].(map[string]any); rel["rel_type"] != nil {
-		t.Errorf("main timeline reply has rel_type %v", rel["rel_type"])
-	}
-	s := e.settle(room)
-	e.expectReplies(room, map[id.EventID]int{q: 1, real: 1, main: 1, s: 1, fb: 0})
+		main := e.mention(room, "and on the main timeline? (main question)")
+		e.awaitReply(room, main)
+		if req := e.requestFor("main question"); strings.Contains(req, "THREAD-CANARY") {
+			t.Errorf("the main timeline's context holds thread messages:\n%s", req)
+		}
+		if rel, _ := e.replyContent(room, main)["m.relates_to"].(map[string]any); rel["rel_type"] != nil {
+			t.Errorf("main timeline reply has rel_type %v", rel["rel_type"])
+		}
+		s := e.settle(room)
+		e.expectReplies(room, map[id.EventID]int{q: 1, real: 1, main: 1, s: 1, fb: 0})
+	})
 }
 
 // TestEditsBeforeTheAnswer: a question edited before Lisa starts on it is
@@ -132,28 +134,30 @@ func TestThreadsAnsweredInThread(t *testing.T) {
 // another member's edit does not count; edits after the answer change
 // nothing.
 func TestEditsBeforeTheAnswer(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	p, busy, gate := e.busyRoom(room)
-	asked := e.mention(room, "ORIGINAL-WORDING what time is it?")
-	e.say(room, edit(asked, "EDITED-WORDING what day is it?", true, e.bot.UserID))
-	e.awaitLogLine(p, `"transition":"InvocationEdited"`)
-	gate.Release()
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		p, busy, gate := e.busyRoom(room)
+		asked := e.mention(room, "ORIGINAL-WORDING what time is it?")
+		e.say(room, edit(asked, "EDITED-WORDING what day is it?", true, e.bot.UserID))
+		e.awaitLogLine(p, `"transition":"InvocationEdited"`)
+		gate.Release()
 
-	e.awaitReply(room, asked)
-	if body, _ := e.replyContent(room, asked)["body"].(string); !strings.Contains(body, "answer: EDITED-WORDING") {
-		t.Errorf("answer to the edited question = %q", body)
-	}
-
-	// After the answer, edits change nothing.
-	e.say(room, edit(asked, "EDITED-AGAIN too late", true, e.bot.UserID))
-	s := e.settle(room)
-	e.expectReplies(room, map[id.EventID]int{busy: 1, asked: 1, s: 1})
-	for _, r := range e.llm.Requests() {
-		if strings.Contains(demo.InvocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(demo.InvocationText(r.LastUser()), "ORIGINAL-WORDING") {
-			t.Errorf("an LLM request answered %q", demo.InvocationText(r.LastUser()))
+		e.awaitReply(room, asked)
+		if body, _ := e.replyContent(room, asked)["body"].(string); !strings.Contains(body, "answer: EDITED-WORDING") {
+			t.Errorf("answer to the edited question = %q", body)
 		}
-	}
+
+		// After the answer, edits change nothing.
+		e.say(room, edit(asked, "EDITED-AGAIN too late", true, e.bot.UserID))
+		s := e.settle(room)
+		e.expectReplies(room, map[id.EventID]int{busy: 1, asked: 1, s: 1})
+		for _, r := range e.llm.Requests() {
+			if strings.Contains(demo.InvocationText(r.LastUser()), "EDITED-AGAIN") || strings.Contains(demo.InvocationText(r.LastUser()), "ORIGINAL-WORDING") {
+				t.Errorf("an LLM request answered %q", demo.InvocationText(r.LastUser()))
+			}
+		}
+	})
 }
 
 // TestEditNeverInvokes: an edit that makes a message address Lisa (a
@@ -163,33 +167,35 @@ func TestEditsBeforeTheAnswer(t *testing.T) {
 // afterwards is answered, so she was reading the room all along; the
 // edited message still has no reply then (a room answers in order).
 func TestEditNeverInvokes(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	e.extraConfig = "wait_reaction = \"⏳\"\nwait_reaction_seconds = 1\n"
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		e.extraConfig = "wait_reaction = \"⏳\"\nwait_reaction_seconds = 1\n"
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
 
-	since := e.humanSince()
-	chatter := e.say(room, plainText("just chatting among humans"))
-	aliased := e.say(room, plainText("more chatter"))
-	e.say(room, edit(chatter, "NEWLY-MENTIONED can you help?", true, e.bot.UserID))
-	e.say(room, edit(aliased, "Lisa, NEWLY-ALIASED can you help?", false, e.bot.UserID))
+		since := e.humanSince()
+		chatter := e.say(room, plainText("just chatting among humans"))
+		aliased := e.say(room, plainText("more chatter"))
+		e.say(room, edit(chatter, "NEWLY-MENTIONED can you help?", true, e.bot.UserID))
+		e.say(room, edit(aliased, "Lisa, NEWLY-ALIASED can you help?", false, e.bot.UserID))
 
-	if seen := e.lisaActivity(room, since, 10*time.Second); len(seen) > 0 {
-		t.Fatalf("Lisa answered an edit: %v; logs:\n%s", seen, p.text())
-	}
-	s := e.settle(room)
-	e.expectReplies(room, map[id.EventID]int{s: 1})
-	for key := range e.lisaReactions(room) {
-		if key[0] == string(chatter) || key[0] == string(aliased) {
-			t.Errorf("Lisa reacted %q to an edited message", key[1])
+		if seen := e.lisaActivity(room, since, 10*time.Second); len(seen) > 0 {
+			t.Fatalf("Lisa answered an edit: %v; logs:\n%s", seen, p.text())
 		}
-	}
-	for _, r := range e.llm.Requests() {
-		if u := demo.InvocationText(r.LastUser()); strings.Contains(u, "NEWLY-") {
-			t.Errorf("an LLM request answered %q", u)
+		s := e.settle(room)
+		e.expectReplies(room, map[id.EventID]int{s: 1})
+		for key := range e.lisaReactions(room) {
+			if key[0] == string(chatter) || key[0] == string(aliased) {
+				t.Errorf("Lisa reacted %q to an edited message", key[1])
+			}
 		}
-	}
+		for _, r := range e.llm.Requests() {
+			if u := demo.InvocationText(r.LastUser()); strings.Contains(u, "NEWLY-") {
+				t.Errorf("an LLM request answered %q", u)
+			}
+		}
+	})
 }
 
 // humanSince returns the human's current /sync position.
@@ -257,37 +263,39 @@ func (e *e2e) awaitLogLine(p *lisaProc, s string) {
 // answered (nor sent to the model); redacting a question she answered
 // makes her redact her reply.
 func TestRedactions(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	p, busy, gate := e.busyRoom(room)
-	withdrawn := e.mention(room, "WITHDRAWN-QUESTION never mind")
-	if _, err := e.human.RedactEvent(e.ctx, room, withdrawn); err != nil {
-		t.Fatal(err)
-	}
-	e.awaitLogLine(p, `"transition":"InvocationRedacted"`)
-	gate.Release()
-
-	regret := e.mention(room, "answer this, then I regret it")
-	e.awaitReply(room, regret)
-	reply := e.replyEventTo(room, regret)
-	if _, err := e.human.RedactEvent(e.ctx, room, regret); err != nil {
-		t.Fatal(err)
-	}
-	e.awaitRedacted(room, reply)
-
-	s := e.settle(room)
-	got := e.replies(room)
-	if got[busy] != 1 || got[withdrawn] != 0 || got[s] != 1 {
-		t.Errorf("replies = %v; want busy and sentinel once, the withdrawn question never", got)
-	}
-	for _, r := range e.llm.Requests() {
-		if strings.Contains(demo.InvocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
-			t.Error("the withdrawn question reached the model")
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		p, busy, gate := e.busyRoom(room)
+		withdrawn := e.mention(room, "WITHDRAWN-QUESTION never mind")
+		if _, err := e.human.RedactEvent(e.ctx, room, withdrawn); err != nil {
+			t.Fatal(err)
 		}
-		if strings.Contains(r.LastUser(), "WITHDRAWN-QUESTION") {
-			t.Error("the withdrawn question entered a context")
+		e.awaitLogLine(p, `"transition":"InvocationRedacted"`)
+		gate.Release()
+
+		regret := e.mention(room, "answer this, then I regret it")
+		e.awaitReply(room, regret)
+		reply := e.replyEventTo(room, regret)
+		if _, err := e.human.RedactEvent(e.ctx, room, regret); err != nil {
+			t.Fatal(err)
 		}
-	}
+		e.awaitRedacted(room, reply)
+
+		s := e.settle(room)
+		got := e.replies(room)
+		if got[busy] != 1 || got[withdrawn] != 0 || got[s] != 1 {
+			t.Errorf("replies = %v; want busy and sentinel once, the withdrawn question never", got)
+		}
+		for _, r := range e.llm.Requests() {
+			if strings.Contains(demo.InvocationText(r.LastUser()), "WITHDRAWN-QUESTION") {
+				t.Error("the withdrawn question reached the model")
+			}
+			if strings.Contains(r.LastUser(), "WITHDRAWN-QUESTION") {
+				t.Error("the withdrawn question entered a context")
+			}
+		}
+	})
 }
 
 // awaitRedacted waits until ev in room is redacted.
@@ -339,40 +347,42 @@ func (e *e2e) lisaReactions(room id.RoomID) map[[2]string]id.EventID {
 // question) gets Lisa's reaction, which she removes when she answers; a
 // quick answer gets none. No extra message is sent.
 func TestWaitReaction(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	e.extraConfig = "wait_reaction = \"⏳\"\nwait_reaction_seconds = 1\n"
-	gate := llmfake.NewGate()
-	defer gate.Release()
-	e.llm.Enqueue(llmfake.Answer("slow, done").Until(gate))
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		e.extraConfig = "wait_reaction = \"⏳\"\nwait_reaction_seconds = 1\n"
+		gate := llmfake.NewGate()
+		defer gate.Release()
+		e.llm.Enqueue(llmfake.Answer("slow, done").Until(gate))
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
 
-	slow := e.mention(room, "a slow one")
-	waiting := e.mention(room, "waiting behind it")
-	var reactions map[[2]string]id.EventID
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		reactions = e.lisaReactions(room)
-		if reactions[[2]string{string(slow), "⏳"}] != "" && reactions[[2]string{string(waiting), "⏳"}] != "" {
-			break
+		slow := e.mention(room, "a slow one")
+		waiting := e.mention(room, "waiting behind it")
+		var reactions map[[2]string]id.EventID
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			reactions = e.lisaReactions(room)
+			if reactions[[2]string{string(slow), "⏳"}] != "" && reactions[[2]string{string(waiting), "⏳"}] != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("reactions = %v; logs:\n%s", reactions, p.text())
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reactions = %v; logs:\n%s", reactions, p.text())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	gate.Release()
-	e.awaitReply(room, slow)
-	e.awaitReply(room, waiting)
-	e.awaitRedacted(room, reactions[[2]string{string(slow), "⏳"}])
-	e.awaitRedacted(room, reactions[[2]string{string(waiting), "⏳"}])
+		gate.Release()
+		e.awaitReply(room, slow)
+		e.awaitReply(room, waiting)
+		e.awaitRedacted(room, reactions[[2]string{string(slow), "⏳"}])
+		e.awaitRedacted(room, reactions[[2]string{string(waiting), "⏳"}])
 
-	quick := e.mention(room, "a quick one")
-	e.awaitReply(room, quick)
-	s := e.settle(room)
-	if r := e.lisaReactions(room)[[2]string{string(quick), "⏳"}]; r != "" {
-		t.Errorf("a quick answer got a reaction %s", r)
-	}
-	e.expectReplies(room, map[id.EventID]int{slow: 1, waiting: 1, quick: 1, s: 1})
+		quick := e.mention(room, "a quick one")
+		e.awaitReply(room, quick)
+		s := e.settle(room)
+		if r := e.lisaReactions(room)[[2]string{string(quick), "⏳"}]; r != "" {
+			t.Errorf("a quick answer got a reaction %s", r)
+		}
+		e.expectReplies(room, map[id.EventID]int{slow: 1, waiting: 1, quick: 1, s: 1})
+	})
 }

@@ -91,43 +91,45 @@ func (e *e2e) askAndAwait(room id.RoomID, n int, what string) []id.EventID {
 // them) and answer only the 2 new ones: 8 questions, 8 replies. Before
 // #38 she answered the 3 a second time.
 func TestColdCopyOlderThanTheRoomNeverAnswersTwice(t *testing.T) {
-	e := newE2E(t, 1)
-	room := e.allowed[0]
-	data := filepath.Join(e.dir, "data")
-	p := e.start()
-	e.awaitLog(p, "sync baseline recorded")
-	before := e.askAndAwait(room, 3, "before the copy:")
-	e.stopLisa(p)
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		e := newE2E(t, hs, 1)
+		room := e.allowed[0]
+		data := filepath.Join(e.dir, "data")
+		p := e.start()
+		e.awaitLog(p, "sync baseline recorded")
+		before := e.askAndAwait(room, 3, "before the copy:")
+		e.stopLisa(p)
 
-	backup := filepath.Join(e.dir, "cold-copy")
-	copyTree(t, data, backup)
+		backup := filepath.Join(e.dir, "cold-copy")
+		copyTree(t, data, backup)
 
-	p = e.start()
-	after := e.askAndAwait(room, 3, "after the copy:")
-	e.stopLisa(p)
-	down := []id.EventID{e.mention(room, "asked while she is down, 1"), e.mention(room, "asked while she is down, 2")}
-	if err := e.hs.Restart(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+		p = e.start()
+		after := e.askAndAwait(room, 3, "after the copy:")
+		e.stopLisa(p)
+		down := []id.EventID{e.mention(room, "asked while she is down, 1"), e.mention(room, "asked while she is down, 2")}
+		if err := e.hs.Restart(e.ctx); err != nil {
+			t.Fatal(err)
+		}
 
-	// The copy is put back, whole.
-	if err := os.RemoveAll(data); err != nil {
-		t.Fatal(err)
-	}
-	copyTree(t, backup, data)
-	p = e.start()
-	for _, q := range down {
-		e.awaitReply(room, q)
-	}
-	sentinel := e.settle(room)
-	want := map[id.EventID]int{sentinel: 1}
-	for _, q := range append(append(append([]id.EventID(nil), before...), after...), down...) {
-		want[q] = 1
-	}
-	e.expectReplies(room, want)
-	if len(want) != 9 {
-		t.Fatalf("%d distinct questions, want 8 and the sentinel", len(want))
-	}
+		// The copy is put back, whole.
+		if err := os.RemoveAll(data); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, backup, data)
+		p = e.start()
+		for _, q := range down {
+			e.awaitReply(room, q)
+		}
+		sentinel := e.settle(room)
+		want := map[id.EventID]int{sentinel: 1}
+		for _, q := range append(append(append([]id.EventID(nil), before...), after...), down...) {
+			want[q] = 1
+		}
+		e.expectReplies(room, want)
+		if len(want) != 9 {
+			t.Fatalf("%d distinct questions, want 8 and the sentinel", len(want))
+		}
+	})
 }
 
 // lisaCLI runs one lisa command in this process and returns its exit
@@ -146,84 +148,86 @@ func (e *e2e) lisaCLI(args ...string) (int, string, string) {
 // the backup with `lisa restore` into an empty data dir: every question
 // has exactly one reply on the homeserver, none twice, none lost.
 func TestBackupRestoreNeverAnswersTwice(t *testing.T) {
-	for _, inFlight := range []bool{false, true} {
-		name := "between answers"
-		if inFlight {
-			name = "answer in flight"
-		}
-		t.Run(name, func(t *testing.T) {
-			e := newE2E(t, 1)
-			room := e.allowed[0]
-			cfg := e.writeConfig()
-			data := filepath.Join(e.dir, "data")
-			backup := filepath.Join(e.dir, "lisa.backup")
-			p := e.start()
-			e.awaitLog(p, "sync baseline recorded")
-			questions := e.askAndAwait(room, 2, "before the backup:")
-			var held, queued id.EventID
-			gate := llmfake.NewGate()
-			defer gate.Release()
+	onEachHomeserver(t, func(t *testing.T, hs string) {
+		for _, inFlight := range []bool{false, true} {
+			name := "between answers"
 			if inFlight {
-				e.llm.Enqueue(llmfake.Answer("answered while the backup ran").Until(gate))
-				held = e.mention(room, "the question in flight during the backup")
-				if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+				name = "answer in flight"
+			}
+			t.Run(name, func(t *testing.T) {
+				e := newE2E(t, hs, 1)
+				room := e.allowed[0]
+				cfg := e.writeConfig()
+				data := filepath.Join(e.dir, "data")
+				backup := filepath.Join(e.dir, "lisa.backup")
+				p := e.start()
+				e.awaitLog(p, "sync baseline recorded")
+				questions := e.askAndAwait(room, 2, "before the backup:")
+				var held, queued id.EventID
+				gate := llmfake.NewGate()
+				defer gate.Release()
+				if inFlight {
+					e.llm.Enqueue(llmfake.Answer("answered while the backup ran").Until(gate))
+					held = e.mention(room, "the question in flight during the backup")
+					if err := e.llm.WaitForInFlight(e.ctx, 1); err != nil {
+						t.Fatal(err)
+					}
+					// Queued behind it (a room answers in order), never
+					// tried when the backup is taken: the restored journal
+					// (or inbox) holds it unanswered.
+					accepted := strings.Count(p.text(), "invocation accepted")
+					queued = e.mention(room, "the question queued during the backup")
+					e.awaitCondition("the queued question accepted", func() bool {
+						return strings.Count(p.text(), "invocation accepted") > accepted
+					})
+				} else {
+					questions = append(questions, e.askAndAwait(room, 1, "last before the backup:")...)
+				}
+				code, out, errs := e.lisaCLI("backup", "--config", cfg, "--to", backup)
+				if code != 0 {
+					t.Fatalf("lisa backup: exit %d: %s %s", code, out, errs)
+				}
+				// The daemon logs before it answers the socket, but her
+				// output reaches the test through a pipe: await the line.
+				e.awaitLog(p, "backup written")
+				if inFlight {
+					gate.Release()
+					e.awaitReply(room, held)
+					e.awaitReply(room, queued)
+					questions = append(questions, held, queued)
+				}
+				questions = append(questions, e.askAndAwait(room, 3, "after the backup:")...)
+				e.stopLisa(p)
+				questions = append(questions, e.mention(room, "asked while she is down, 1"), e.mention(room, "asked while she is down, 2"))
+				if err := e.hs.Restart(e.ctx); err != nil {
 					t.Fatal(err)
 				}
-				// Queued behind it (a room answers in order), never
-				// tried when the backup is taken: the restored journal
-				// (or inbox) holds it unanswered.
-				accepted := strings.Count(p.text(), "invocation accepted")
-				queued = e.mention(room, "the question queued during the backup")
-				e.awaitCondition("the queued question accepted", func() bool {
-					return strings.Count(p.text(), "invocation accepted") > accepted
-				})
-			} else {
-				questions = append(questions, e.askAndAwait(room, 1, "last before the backup:")...)
-			}
-			code, out, errs := e.lisaCLI("backup", "--config", cfg, "--to", backup)
-			if code != 0 {
-				t.Fatalf("lisa backup: exit %d: %s %s", code, out, errs)
-			}
-			// The daemon logs before it answers the socket, but her
-			// output reaches the test through a pipe: await the line.
-			e.awaitLog(p, "backup written")
-			if inFlight {
-				gate.Release()
-				e.awaitReply(room, held)
-				e.awaitReply(room, queued)
-				questions = append(questions, held, queued)
-			}
-			questions = append(questions, e.askAndAwait(room, 3, "after the backup:")...)
-			e.stopLisa(p)
-			questions = append(questions, e.mention(room, "asked while she is down, 1"), e.mention(room, "asked while she is down, 2"))
-			if err := e.hs.Restart(e.ctx); err != nil {
-				t.Fatal(err)
-			}
 
-			if code, _, errs := e.lisaCLI("restore", "--config", cfg, "--from", backup); code == 0 || !strings.Contains(errs, "not empty") {
-				t.Fatalf("restore into the used data dir: exit %d: %s", code, errs)
-			}
-			if err := os.Rename(data, data+".old"); err != nil {
-				t.Fatal(err)
-			}
-			if code, out, errs := e.lisaCLI("restore", "--config", cfg, "--from", backup); code != 0 {
-				t.Fatalf("lisa restore: exit %d: %s %s", code, out, errs)
-			}
-			p = e.start()
-			for _, q := range questions[len(questions)-2:] {
-				e.awaitReply(room, q)
-			}
-			sentinel := e.settle(room)
-			want := map[id.EventID]int{sentinel: 1}
-			for _, q := range questions {
-				want[q] = 1
-			}
-			if len(want) != len(questions)+1 {
-				t.Fatalf("%d distinct questions and the sentinel, want %d", len(want), len(questions)+1)
-			}
-			e.expectReplies(room, want)
-		})
-	}
+				if code, _, errs := e.lisaCLI("restore", "--config", cfg, "--from", backup); code == 0 || !strings.Contains(errs, "not empty") {
+					t.Fatalf("restore into the used data dir: exit %d: %s", code, errs)
+				}
+				if err := os.Rename(data, data+".old"); err != nil {
+					t.Fatal(err)
+				}
+				if code, out, errs := e.lisaCLI("restore", "--config", cfg, "--from", backup); code != 0 {
+					t.Fatalf("lisa restore: exit %d: %s %s", code, out, errs)
+				}
+				p = e.start()
+				for _, q := range questions[len(questions)-2:] {
+					e.awaitReply(room, q)
+				}
+				sentinel := e.settle(room)
+				want := map[id.EventID]int{sentinel: 1}
+				for _, q := range questions {
+					want[q] = 1
+				}
+				if len(want) != len(questions)+1 {
+					t.Fatalf("%d distinct questions and the sentinel, want %d", len(want), len(questions)+1)
+				}
+				e.expectReplies(room, want)
+			})
+		}
+	})
 }
 
 // awaitCondition polls ok until it holds, within a minute.
