@@ -14,7 +14,9 @@ import (
 	"github.com/lisabot/lisa/actors/invocation"
 	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/devkit/demo"
+	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/testkit/faultproxy"
+	"github.com/lisabot/lisa/testkit/homeserver"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
@@ -118,15 +120,15 @@ func (e *e2e) replyEventTo(room id.RoomID, ev id.EventID) id.EventID {
 func TestKillAtEveryBoundary(t *testing.T) {
 	onEachHomeserver(t, func(t *testing.T, hs string) {
 		cases := []struct {
-			name            string
-			failpoint       string
-			duringLLM       bool
-			restartDendrite bool
+			name      string
+			failpoint string
+			duringLLM bool
+			restartHS bool
 		}{
 			{name: "after sync commit", failpoint: chaos.FailAfterSyncCommit},
 			{name: "during LLM call", duringLLM: true},
 			{name: "after ReplyReady before send", failpoint: chaos.FailBeforeSend},
-			{name: "after homeserver accepted send, Dendrite restarted", failpoint: chaos.FailAfterSend, restartDendrite: true},
+			{name: "after homeserver accepted send, homeserver restarted", failpoint: chaos.FailAfterSend, restartHS: true},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -155,12 +157,13 @@ func TestKillAtEveryBoundary(t *testing.T) {
 					t.Fatalf("lisa did not die by SIGKILL (%v); logs:\n%s", ws, p.text())
 				}
 				gate.Release()
-				if c.restartDendrite {
+				if c.restartHS {
 					if n := e.replies(room)[ev]; n != 1 {
 						t.Fatalf("failpoint after send: homeserver has %d replies, want 1", n)
 					}
 					// Dendrite forgets transaction IDs on restart: only
-					// reconciliation can prevent a duplicate now.
+					// reconciliation can prevent a duplicate now. (Synapse
+					// keeps them: TestResendKeepsItsTxnIDOnSynapse.)
 					if err := e.hs.Restart(e.ctx); err != nil {
 						t.Fatal(err)
 					}
@@ -170,10 +173,21 @@ func TestKillAtEveryBoundary(t *testing.T) {
 				// restarted unseen with it queued); 4 s instead of 330 keeps
 				// the test short. Nothing else is held: not the answer to a
 				// question whose model call the kill cut short.
-				p2 := e.start("LISA_MATRIX__LATE_STORE_SECONDS=4")
+				// On a server that keeps transaction IDs nothing is held:
+				// the default window (330 s) stays, and the reply must
+				// still come within awaitReply's deadline.
+				keeps := e.hs.TxnIDsSurviveRestart()
+				var env2 []string
+				if !keeps {
+					env2 = append(env2, "LISA_MATRIX__LATE_STORE_SECONDS=4")
+				}
+				restarted := time.Now()
+				p2 := e.start(env2...)
 				e.awaitReply(room, ev)
+				answered := time.Since(restarted)
 				sentinel := e.settle(room)
 				e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+				t.Logf("%s: the answer was in the room %v after the restart", e.hs.Name(), answered.Round(time.Millisecond))
 				// The answer's first send starts while its ReplyReady is
 				// written, so the kill before the send may come before the
 				// write or after: its reply is held when the killed process
@@ -181,7 +195,7 @@ func TestKillAtEveryBoundary(t *testing.T) {
 				// the microseconds between the write and the line.
 				ready := strings.Contains(p.text(), `"transition":"ReplyReady"`)
 				held := strings.Contains(p2.text(), `"transition":"ReplyHeld"`)
-				if before := c.failpoint == chaos.FailBeforeSend; before && ready && !held || !before && held {
+				if before := c.failpoint == chaos.FailBeforeSend; keeps && held || !keeps && (before && ready && !held || !before && held) {
 					t.Fatalf("reply held after the restart: %v (ReplyReady written before the kill: %v); logs:\n%s", held, ready, p2.text())
 				}
 				t.Logf("ReplyReady written before the kill: %v; held after the restart: %v", ready, held)
@@ -190,8 +204,11 @@ func TestKillAtEveryBoundary(t *testing.T) {
 				// on them and holds (above). This Dendrite sets no Server
 				// header and, federation disabled, does not answer
 				// /_matrix/federation/v1/version: not knowing is "no".
-				if ident := p2.logRecords("homeserver identified"); len(ident) != 1 || ident[0]["txn_ids_survive_restart"] != false || ident[0]["reason"] == "" {
-					t.Fatalf("homeserver identified as %v, want no surviving transaction IDs", ident)
+				// Synapse names itself in its Server header
+				// (synapse/http/site.py) and keeps transaction IDs in its
+				// database (event_txn_id): "yes", nothing held.
+				if ident := p2.logRecords("homeserver identified"); len(ident) != 1 || ident[0]["txn_ids_survive_restart"] != keeps || ident[0]["reason"] == "" {
+					t.Fatalf("homeserver identified as %v, want surviving transaction IDs %v", ident, keeps)
 				}
 				if strings.Contains(p2.text(), "sync baseline recorded") {
 					t.Fatal("restart took a new baseline; events after the cursor could be lost")
@@ -551,4 +568,75 @@ func TestRoomsNeverSeeEachOther(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestResendKeepsItsTxnIDOnSynapse (#37 item 5) is specific to servers
+// that keep a send's transaction ID across their restarts, which is why
+// it runs on Synapse only: Synapse 1.67 stores the mapping in
+// event_txn_id in the transaction that persists the event
+// (synapse/storage/databases/main/events.py _persist_transaction_ids_txn)
+// and answers a repeated PUT with the stored event
+// (synapse/handlers/message.py create_and_send_nonmember_event, via
+// events_worker.py get_event_id_from_transaction_id). Lisa is
+// killed after the homeserver accepted her reply, Synapse restarts, and
+// her lookup of the earlier reply is made to miss (a proxy answers the
+// sender-filtered /messages with nothing), so she must send again: with
+// txn_ids_survive_restart = "auto" she does so at once, with the
+// original transaction ID, and the room still holds one reply — the one
+// sent before the kill. (On Dendrite the same resend would store a second
+// reply, which is why she holds there: TestKillAtEveryBoundary.)
+func TestResendKeepsItsTxnIDOnSynapse(t *testing.T) {
+	e := newE2E(t, homeserver.Synapse, 1)
+	room := e.allowed[0]
+	proxy := faultproxy.Start(t, e.hs.URL())
+	e.hsURL = proxy.URL()
+	p := e.start(chaos.FailpointEnv + "=" + chaos.FailAfterSend)
+	e.awaitLog(p, "sync baseline recorded")
+	ev := e.mention(room, "a question whose answer is in doubt")
+	if ws := p.wait(t); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("lisa did not die by SIGKILL (%v); logs:\n%s", ws, p.text())
+	}
+	if n := e.replies(room)[ev]; n != 1 {
+		t.Fatalf("failpoint after send: homeserver has %d replies, want 1", n)
+	}
+	first := e.replyEventTo(room, ev)
+	if err := e.hs.Restart(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every read of her own events finds nothing (she reads twice, in
+	// pages of two sizes) until the reply was sent again.
+	nothing := make([]faultproxy.Fault, 1000)
+	for i := range nothing {
+		nothing[i] = faultproxy.Fault{Status: 200, Body: `{"chunk":[],"start":"s0"}`}
+	}
+	proxy.Add(faultproxy.Rule{Method: "GET", PathContains: "/messages", QueryContains: `"senders":["` + e.bot.UserID + `"]`, Faults: nothing})
+	restarted := time.Now()
+	p2 := e.start() // matrix.late_store_seconds at its default (330)
+	var sent map[string]any
+	deadline := time.Now().Add(60 * time.Second)
+	for sent == nil {
+		for _, r := range p2.logRecords("invocation transition") {
+			if r["transition"] == "ReplySent" && r["event"] == messages.Hash(string(ev)) {
+				sent = r
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ReplySent for the question after the restart; logs:\n%s", p2.text())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(restarted)
+	proxy.Clear()
+	if proxy.Applied() == 0 {
+		t.Fatal("the proxy answered no lookup")
+	}
+	if sent["reconciled"] != false || sent["reply"] != messages.Hash(string(first)) {
+		t.Fatalf("after the missed lookup: %v, want a send (reconciled false) that Synapse answered with the first reply %s", sent, messages.Hash(string(first)))
+	}
+	if strings.Contains(p2.text(), `"transition":"ReplyHeld"`) {
+		t.Fatalf("the reply was held on a server that keeps transaction IDs; logs:\n%s", p2.text())
+	}
+	sentinel := e.settle(room)
+	e.expectReplies(room, map[id.EventID]int{ev: 1, sentinel: 1})
+	t.Logf("resent with its transaction ID %v after the restart; Synapse returned the first reply, the room has one", took.Round(time.Millisecond))
 }
