@@ -11,13 +11,22 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/messages"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 )
 
-func TestAgainstDendrite(t *testing.T) {
+// TestAgainstHomeservers: on each real homeserver (testkit/homeserver's
+// list), Connect checks the token's device, a send to a room Lisa has not
+// joined is refused permanently, a send repeated with its transaction ID
+// while the server runs gives the same event, and FindReply finds the
+// reply and no other.
+func TestAgainstHomeservers(t *testing.T) {
+	homeserver.Each(t, testAgainstHomeservers)
+}
+
+// testAgainstHomeservers is TestAgainstHomeservers on one homeserver.
+func testAgainstHomeservers(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	if err != nil {
 		t.Fatal(err)
