@@ -132,6 +132,7 @@ func TestRoomEncryptedCancelled(t *testing.T) {
 // created with encryption is encrypted, a plain room is not, and a room
 // Lisa was never invited to cannot be checked (matrix_forbidden, no verdict).
 func TestRoomEncryptedAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testRoomEncryptedAgainstHomeservers)
 }
 

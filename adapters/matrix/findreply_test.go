@@ -55,6 +55,7 @@ func (c *countingTransport) resetAll() (back, fwd, event int) {
 // first backward page; an unanswered event is not found; a reply naming an
 // event the homeserver does not know is found by Lisa's marker.
 func TestFindReplyAmongManyReplies(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testFindReplyAmongManyReplies)
 }
 
@@ -152,6 +153,7 @@ func testFindReplyAmongManyReplies(t *testing.T, hs homeserver.Server) {
 // on an event is found (not her other keys, not another event's, not a
 // member's), and one she redacted is not.
 func TestFindReactions(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testFindReactions)
 }
 
@@ -238,6 +240,7 @@ func testFindReactions(t *testing.T, hs homeserver.Server) {
 // the check before a reply is sent again, never stops on timestamps: it
 // reads every page there is.
 func TestScansStopAtTheQuestion(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testScansStopAtTheQuestion)
 }
 

@@ -22,6 +22,7 @@ import (
 // only where the server keeps txn IDs (Synapse, not Dendrite), and Lisa's
 // "auto" txn policy says so of each.
 func TestAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testAgainstHomeservers)
 }
 

@@ -29,6 +29,7 @@ func (l *emptyLedger) Routed(string, string) (bool, error)     { return false, n
 // Lisa's own events are reported, and
 // rooms outside the allowlist are dropped locally.
 func TestSourceAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testSourceAgainstHomeservers)
 }
 

@@ -283,6 +283,7 @@ type xmlMessage struct {
 // an injection attempt match the golden files, which are the same for
 // every server.
 func TestBuildAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testBuildAgainstHomeservers)
 }
 
@@ -497,6 +498,7 @@ func (w *scene) threadMsg(room id.RoomID, user, label, body string, root, previo
 // builds the same thread block from the room timeline. The room's name
 // and topic and Lisa's display name are the facts.
 func TestThreadsAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testThreadsAgainstHomeservers)
 }
 
@@ -560,6 +562,7 @@ func testThreadsAgainstHomeservers(t *testing.T, hs homeserver.Server) {
 // context.max_events of 80 is honoured by paging GET /messages backwards
 // from /context's start token.
 func TestMaxEventsAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testMaxEventsAgainstHomeservers)
 }
 
