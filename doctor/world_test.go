@@ -14,7 +14,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/doctor"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 	"github.com/lisabot/lisa/testkit/llmfake"
 	"github.com/lisabot/lisa/testkit/searxfake"
 )
@@ -25,13 +25,13 @@ const (
 	searchKey = "searx-doctor-key-0815"
 )
 
-// world is a real Dendrite with Lisa's account and rooms in every state
+// world is a real homeserver with Lisa's account and rooms in every state
 // the rooms check tells apart, a scripted LLM server and a fake SearXNG.
 type world struct {
 	t     *testing.T
 	ctx   context.Context
-	hs    *dendrite.Server
-	bot   dendrite.Account
+	hs    homeserver.Server
+	bot   homeserver.Account
 	llm   *llmfake.Server
 	searx *searxfake.Server
 	// Rooms: joined and fine; not joined; encrypted; Lisa's level too low
@@ -39,12 +39,11 @@ type world struct {
 	good, notJoined, encrypted, mute, noRedact id.RoomID
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, hs homeserver.Server) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	w := &world{t: t, ctx: ctx}
-	w.hs = dendrite.Start(t, dendrite.Options{})
+	w := &world{t: t, ctx: ctx, hs: hs}
 	var err error
 	if w.bot, err = w.hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISATEST"); err != nil {
 		t.Fatal(err)
@@ -79,10 +78,15 @@ func newWorld(t *testing.T) *world {
 	w.mute = room(true, &mautrix.ReqCreateRoom{Name: "mute", PowerLevelOverride: levels(map[string]int{"m.room.message": 50})})
 	w.noRedact = room(true, &mautrix.ReqCreateRoom{Name: "no redact", PowerLevelOverride: levels(map[string]int{"m.room.redaction": 50})})
 
-	w.llm = llmfake.Start(t, llmfake.WithModels("small-model", "m"), llmfake.WithAPIKey(llmKey), llmfake.WithDefault(llmfake.Func(obedientModel)))
-	w.searx = searxfake.Start(t, searxfake.WithAPIKey(searchKey), searxfake.WithDefault(searxfake.Results(
-		searxfake.Result{URL: "https://matrix.example/chat", Title: "Matrix", Content: "open chat"})))
+	w.startFakes()
 	return w
+}
+
+// startFakes starts the world's scripted LLM server and fake SearXNG.
+func (w *world) startFakes() {
+	w.llm = llmfake.Start(w.t, llmfake.WithModels("small-model", "m"), llmfake.WithAPIKey(llmKey), llmfake.WithDefault(llmfake.Func(obedientModel)))
+	w.searx = searxfake.Start(w.t, searxfake.WithAPIKey(searchKey), searxfake.WithDefault(searxfake.Results(
+		searxfake.Result{URL: "https://matrix.example/chat", Title: "Matrix", Content: "open chat"})))
 }
 
 // obedientModel calls the tool it is offered (doctor's test tool) and

@@ -17,7 +17,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/messages"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 )
 
 // TestRoomEncryptedAnswers: RoomEncrypted asks for the room's
@@ -128,13 +128,18 @@ func TestRoomEncryptedCancelled(t *testing.T) {
 	}
 }
 
-// TestRoomEncryptedAgainstDendrite: against a real homeserver, a room
+// TestRoomEncryptedAgainstHomeservers: against each real homeserver, a room
 // created with encryption is encrypted, a plain room is not, and a room
 // Lisa was never invited to cannot be checked (matrix_forbidden, no verdict).
-func TestRoomEncryptedAgainstDendrite(t *testing.T) {
+func TestRoomEncryptedAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
+	homeserver.Each(t, testRoomEncryptedAgainstHomeservers)
+}
+
+// testRoomEncryptedAgainstHomeservers is TestRoomEncryptedAgainstHomeservers on one homeserver.
+func testRoomEncryptedAgainstHomeservers(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 )
 
 // countingTransport counts /messages requests by direction, and GET
@@ -50,14 +50,19 @@ func (c *countingTransport) resetAll() (back, fwd, event int) {
 	return back, fwd, event
 }
 
-// TestFindReplyAmongManyReplies: against a real Dendrite, a reply that
+// TestFindReplyAmongManyReplies: against each real homeserver, a reply that
 // comes after many of Lisa's other messages is found, and found on the
 // first backward page; an unanswered event is not found; a reply naming an
 // event the homeserver does not know is found by Lisa's marker.
 func TestFindReplyAmongManyReplies(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
+	homeserver.Each(t, testFindReplyAmongManyReplies)
+}
+
+// testFindReplyAmongManyReplies is TestFindReplyAmongManyReplies on one homeserver.
+func testFindReplyAmongManyReplies(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	if err != nil {
 		t.Fatal(err)
@@ -144,13 +149,18 @@ func TestFindReplyAmongManyReplies(t *testing.T) {
 	}
 }
 
-// TestFindReactions: against a real Dendrite, Lisa's reaction with a key
+// TestFindReactions: against each real homeserver, Lisa's reaction with a key
 // on an event is found (not her other keys, not another event's, not a
 // member's), and one she redacted is not.
 func TestFindReactions(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
+	homeserver.Each(t, testFindReactions)
+}
+
+// testFindReactions is TestFindReactions on one homeserver.
+func testFindReactions(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +230,7 @@ func TestFindReactions(t *testing.T) {
 	}
 }
 
-// TestScansStopAtTheQuestion: against a real Dendrite, FindReplyToRedact
+// TestScansStopAtTheQuestion: against each real homeserver, FindReplyToRedact
 // and FindReactions read no further back than the question (a reply or a
 // reaction of Lisa's always comes after it): with more than a page of
 // Lisa's messages and reactions older than a question, a lookup that
@@ -230,9 +240,14 @@ func TestFindReactions(t *testing.T) {
 // the check before a reply is sent again, never stops on timestamps: it
 // reads every page there is.
 func TestScansStopAtTheQuestion(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
+	homeserver.Each(t, testScansStopAtTheQuestion)
+}
+
+// testScansStopAtTheQuestion is TestScansStopAtTheQuestion on one homeserver.
+func testScansStopAtTheQuestion(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	if err != nil {
 		t.Fatal(err)

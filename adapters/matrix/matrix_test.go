@@ -11,13 +11,25 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/lisabot/lisa/messages"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 )
 
-func TestAgainstDendrite(t *testing.T) {
+// TestAgainstHomeservers: on each real homeserver (testkit/homeserver's
+// list), Connect checks the token's device, a send to a room Lisa has not
+// joined is refused permanently, a send repeated with its transaction ID
+// while the server runs gives the same event, and FindReply finds the
+// reply and no other. After a restart the same send gives the same event
+// only where the server keeps txn IDs (Synapse, not Dendrite), and Lisa's
+// "auto" txn policy says so of each.
+func TestAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
+	homeserver.Each(t, testAgainstHomeservers)
+}
+
+// testAgainstHomeservers is TestAgainstHomeservers on one homeserver.
+func testAgainstHomeservers(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, err := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +82,34 @@ func TestAgainstDendrite(t *testing.T) {
 	awaitReply(ctx, t, c, string(room.RoomID), "$invoking", "lisa_txn_1", sent)
 	if _, found, _ := c.FindReply(ctx, string(room.RoomID), "$other", "lisa_txn_2"); found {
 		t.Fatal("found a reply to an event Lisa never answered")
+	}
+
+	// matrix.txn_ids_survive_restart = "auto" must say of the real server
+	// what it does: keep the transaction ID across a restart on Synapse
+	// (event_txn_id, written with the event in _persist_transaction_ids_txn,
+	// synapse/storage/databases/main/events.py, and looked up per token in
+	// get_event_id_from_transaction_id, events_worker.py, v1.67.0), forget
+	// it on Dendrite (internal/transactions/transactions.go, v0.13.8: an
+	// in-memory map, so the same send after a restart stores a second
+	// event — why Lisa holds a reply in doubt there).
+	policy := TxnIDPolicy("auto", c.Identify(ctx, 10*time.Second))
+	if survive := policy.Retention > 0; survive != hs.TxnIDsSurviveRestart() {
+		t.Fatalf("auto policy on %s %s: keeps txn IDs = %v (%s), but the server does: %v",
+			hs.Name(), hs.Version(), survive, policy.Reason, hs.TxnIDsSurviveRestart())
+	}
+	if err := hs.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Connect(ctx, hs.URL(), bot.UserID, bot.DeviceID, bot.AccessToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.SendReply(ctx, string(room.RoomID), "lisa_txn_1", content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (after == sent) != hs.TxnIDsSurviveRestart() {
+		t.Fatalf("%s: the same txn ID after a restart gave %s (first %s); the server keeps txn IDs: %v",
+			hs.Name(), after, sent, hs.TxnIDsSurviveRestart())
 	}
 }
 

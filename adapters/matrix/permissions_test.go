@@ -24,6 +24,7 @@ import (
 // events becomes the room's back-fill anchor; a room outside the
 // allowlist routes nothing.
 func TestPermissionChanges(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
 	homeserver.Each(t, testPermissionChanges)
 }
 

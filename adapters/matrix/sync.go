@@ -1042,12 +1042,18 @@ func ownEvent(room id.RoomID, evt *event.Event) messages.OwnEvent {
 }
 
 // classifySync adds cursor rejection to Classify: a homeserver that no
-// longer accepts the since token needs a new baseline, not retries.
+// longer accepts the since token needs a new baseline, not retries. The
+// servers say so differently: the spec's M_UNKNOWN_POS; Dendrite v0.13.8
+// 400 M_INVALID_PARAM "malformed sync token"; Synapse 1.67.0 400 M_UNKNOWN
+// "Invalid stream token" (StreamToken.from_string, synapse/types.py,
+// raises SynapseError without an errcode). Taken for a plain rejection,
+// Synapse's answer would have the syncer retry the same cursor forever.
 func classifySync(err error) *messages.Error {
 	var herr mautrix.HTTPError
 	if errors.As(err, &herr) && herr.RespError != nil && herr.Response != nil && herr.Response.StatusCode == 400 {
-		code := herr.RespError.ErrCode
-		if code == "M_UNKNOWN_POS" || (code == "M_INVALID_PARAM" && strings.Contains(strings.ToLower(herr.RespError.Err), "token")) {
+		code, msg := herr.RespError.ErrCode, strings.ToLower(herr.RespError.Err)
+		if code == "M_UNKNOWN_POS" || (code == "M_INVALID_PARAM" && strings.Contains(msg, "token")) ||
+			(code == "M_UNKNOWN" && strings.Contains(msg, "stream token")) {
 			return &messages.Error{Code: messages.CodeCursorRejected, Message: fmt.Sprintf("homeserver rejected the sync cursor (%s)", code), Permanent: true}
 		}
 	}

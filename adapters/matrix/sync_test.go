@@ -14,7 +14,7 @@ import (
 
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/messages/roompb"
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/testkit/homeserver"
 )
 
 type emptyLedger struct{ asked int }
@@ -22,16 +22,21 @@ type emptyLedger struct{ asked int }
 func (l *emptyLedger) IsBotEvent(string, string) (bool, error) { l.asked++; return false, nil }
 func (l *emptyLedger) Routed(string, string) (bool, error)     { return false, nil }
 
-// TestSourceAgainstDendrite: a baseline answers nothing; afterwards a reply
+// TestSourceAgainstHomeservers: on each real homeserver, a baseline answers nothing; afterwards a reply
 // to a Lisa event the ledger does not know is verified with GET /event, a
 // reply to a human is not an invocation, an edit that adds a mention to
 // chatter is rejected as an edit, a redaction of chatter is not routed,
 // Lisa's own events are reported, and
 // rooms outside the allowlist are dropped locally.
-func TestSourceAgainstDendrite(t *testing.T) {
+func TestSourceAgainstHomeservers(t *testing.T) {
+	t.Parallel() // its own servers; at most -parallel at once
+	homeserver.Each(t, testSourceAgainstHomeservers)
+}
+
+// testSourceAgainstHomeservers is TestSourceAgainstHomeservers on one homeserver.
+func testSourceAgainstHomeservers(t *testing.T, hs homeserver.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hs := dendrite.Start(t, dendrite.Options{})
 	bot, _ := hs.RegisterUser(ctx, "lisa", "lisa-password-1", "LISADEV")
 	humanAcc, _ := hs.RegisterUser(ctx, "human", "human-password-1", "HUMANDEV")
 	human, _ := mautrix.NewClient(hs.URL(), id.UserID(humanAcc.UserID), humanAcc.AccessToken)
@@ -65,7 +70,7 @@ func TestSourceAgainstDendrite(t *testing.T) {
 		return resp.EventID
 	}
 	send(human, allowed, &event.MessageEventContent{MsgType: event.MsgText, Body: "Lisa, old history"})
-	// Dendrite's sync stream can lag a send by a moment: take baselines
+	// The sync stream can lag a send by a moment (Dendrite's does): take baselines
 	// until the history message is inside one, as it is in real life when
 	// the message predates Lisa's first start.
 	var base *messages.SyncBatch

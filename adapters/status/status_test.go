@@ -293,7 +293,15 @@ func TestLoadsAreBounded(t *testing.T) {
 		go func() { defer wg.Done(); codes <- get(t, hb, "GET", "/status.json").StatusCode }()
 	}
 	<-entered // one gathers, the other waits for it: both hold a slot
+	// Until the other has taken its slot a probe would take it instead
+	// (and the other get 503): wait for both slots to be held.
 	deadline := time.Now().Add(10 * time.Second)
+	for len(hb.(*handler).slots) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 concurrent loads hold a slot", len(hb.(*handler).slots))
+		}
+		runtime.Gosched()
+	}
 	for {
 		// A probe with an ended context never waits: it either finds no
 		// slot (what is looked for) or gives up at once.
