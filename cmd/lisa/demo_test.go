@@ -18,6 +18,8 @@ import (
 
 	"github.com/lisabot/lisa/devkit/demo"
 	devdendrite "github.com/lisabot/lisa/devkit/dendrite"
+	devsynapse "github.com/lisabot/lisa/devkit/synapse"
+	hstest "github.com/lisabot/lisa/testkit/homeserver"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
@@ -37,10 +39,11 @@ type demoRun struct {
 	got            demoRunCapture
 }
 
-// runDemoCommand runs `lisa demo --exit-after-transcript`, the demo's
+// runDemoCommand runs `lisa demo --exit-after-transcript`, with
+// --homeserver hs unless hs is empty (the default, Dendrite), the demo's
 // LISA_DEMO_* variables taken from demoEnv only (none: the scripted LLM),
 // and reads the room back from the homeserver before the demo stops it.
-func runDemoCommand(t *testing.T, demoEnv map[string]string) demoRun {
+func runDemoCommand(t *testing.T, hs string, demoEnv map[string]string) demoRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -70,18 +73,22 @@ func runDemoCommand(t *testing.T, demoEnv map[string]string) demoRun {
 	}
 	c := &cli{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: env,
 		demo: func(o *demo.Options) { o.Observer = observe }}
-	code := runWith(ctx, c, []string{"demo", "--exit-after-transcript"})
+	args := []string{"demo", "--exit-after-transcript"}
+	if hs != "" {
+		args = append(args, "--homeserver", hs)
+	}
+	code := runWith(ctx, c, args)
 	if got.err != nil || got.events == nil {
 		t.Fatalf("reading the room back: %v (observer ran: %v; exit %d)\nstdout:\n%s\nstderr:\n%s", got.err, got.run.Human != nil, code, stdout.String(), stderr.String())
 	}
 	return demoRun{code: code, stdout: stdout.String(), stderr: stderr.String(), got: got}
 }
 
-// runDemoCaptured runs the demo with the scripted LLM and requires it to
-// succeed without logging errors.
-func runDemoCaptured(t *testing.T) (demoRunCapture, string) {
+// runDemoCaptured runs the demo on homeserver hs (empty: the default) with
+// the scripted LLM and requires it to succeed without logging errors.
+func runDemoCaptured(t *testing.T, hs string) (demoRunCapture, string) {
 	t.Helper()
-	r := runDemoCommand(t, nil)
+	r := runDemoCommand(t, hs, nil)
 	if r.code != exitOK {
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -99,13 +106,30 @@ func replyTarget(evt *event.Event) string {
 	return target
 }
 
-// TestDemoEndToEnd runs the demo against a real Dendrite and the scripted
-// LLM and checks, from the events the homeserver stores, that Lisa
-// answered every question once; named Alice, the earlier speaker, when
-// asked about the room; cited under Sources a page the local web site
-// really served in this run; and answered a reply without a mention.
+// TestDemoEndToEnd runs the demo on each homeserver (testkit/homeserver
+// List: Dendrite, the default, with no flag; Synapse with --homeserver
+// synapse where it runs or is required) and the scripted LLM and checks,
+// from the events the homeserver stores, that Lisa answered every question
+// once; named Alice, the earlier speaker, when asked about the room; cited
+// under Sources a page the local web site really served in this run; and
+// answered a reply without a mention.
 func TestDemoEndToEnd(t *testing.T) {
-	got, out := runDemoCaptured(t)
+	for _, name := range hstest.List(t) {
+		t.Run(name, func(t *testing.T) { testDemoEndToEnd(t, name) })
+	}
+}
+
+// testDemoEndToEnd is TestDemoEndToEnd on the homeserver name.
+func testDemoEndToEnd(t *testing.T, name string) {
+	flag := name
+	if name == hstest.Dendrite {
+		flag = "" // the default: `lisa demo` unchanged
+	}
+	got, out := runDemoCaptured(t, flag)
+	version := map[string]string{hstest.Dendrite: devdendrite.Version, hstest.Synapse: devsynapse.Version}[name]
+	if want := "[demo] homeserver " + name + " " + version + " at http://127.0.0.1:"; !strings.Contains(out, want) {
+		t.Fatalf("the demo does not name its homeserver (%q):\n%s", want, out)
+	}
 	replies := map[string][]*event.Event{} // question → Lisa's replies
 	var questions []*event.Event
 	for i := len(got.events) - 1; i >= 0; i-- {
@@ -156,7 +180,7 @@ func TestDemoEndToEnd(t *testing.T) {
 func TestDemoFailsItsSelfCheck(t *testing.T) {
 	model := llmfake.Start(t, llmfake.WithModels("broken-model"),
 		llmfake.WithDefault(llmfake.Error(http.StatusBadRequest, "this scripted model fails on purpose")))
-	r := runDemoCommand(t, map[string]string{"LISA_DEMO_LLM_URL": model.URL(), "LISA_DEMO_LLM_MODEL": "broken-model"})
+	r := runDemoCommand(t, "", map[string]string{"LISA_DEMO_LLM_URL": model.URL(), "LISA_DEMO_LLM_MODEL": "broken-model"})
 	if r.code != exitFailure {
 		t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitFailure, r.stdout, r.stderr)
 	}
@@ -237,19 +261,34 @@ func TestDemoMissingPrerequisite(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv(devdendrite.CacheDirEnv, t.TempDir())
 	t.Setenv(devdendrite.BinaryEnv, "")
+	missingTarball := filepath.Join(t.TempDir(), "no-such-synapse.tar.gz")
 	cases := []struct {
-		name string
-		env  map[string]string
-		want []string
+		name   string
+		args   []string          // after "demo --exit-after-transcript"
+		env    map[string]string // the demo's LISA_DEMO_* variables
+		setenv map[string]string // the process environment
+		want   []string
+		absent []string
 	}{
-		{"no go, no Dendrite", nil, []string{
+		{name: "no go, no Dendrite", want: []string{
 			"lisa demo: missing the go command, to build the local homeserver (Dendrite " + devdendrite.Version + ") on the first run\n",
 			"    fix: install Go "}},
-		{"a real model without its name", map[string]string{"LISA_DEMO_LLM_URL": "http://127.0.0.1:9/v1"}, []string{
+		{name: "a real model without its name", env: map[string]string{"LISA_DEMO_LLM_URL": "http://127.0.0.1:9/v1"}, want: []string{
 			"lisa demo: missing LISA_DEMO_LLM_MODEL", "    fix: export LISA_DEMO_LLM_MODEL=", "lisa demo: missing the go command"}},
+		// On Synapse, a missing tarball is named with its fix; what
+		// building Dendrite needs (the go command) is not asked for.
+		{name: "synapse without its tarball", args: []string{"--homeserver", "synapse"},
+			setenv: map[string]string{devsynapse.TarballEnv: missingTarball}, want: []string{
+				"lisa demo: missing the Synapse " + devsynapse.Version + " source tarball, to run the local homeserver: no source tarball at " + devsynapse.TarballEnv + "=" + missingTarball + " (no such file or directory)\n",
+				"    fix: export " + devsynapse.TarballEnv + "=<path of synapse-" + devsynapse.Version + ".tar.gz>",
+				"or run the demo on Dendrite (without --homeserver synapse)\n"},
+			absent: []string{"go command"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.setenv {
+				t.Setenv(k, v)
+			}
 			var stdout, stderr bytes.Buffer
 			env := func(k string) (string, bool) {
 				if strings.HasPrefix(k, "LISA_DEMO_") {
@@ -258,13 +297,18 @@ func TestDemoMissingPrerequisite(t *testing.T) {
 				}
 				return os.LookupEnv(k)
 			}
-			code := run(t.Context(), []string{"demo", "--exit-after-transcript"}, strings.NewReader(""), &stdout, &stderr, env)
+			code := run(t.Context(), append([]string{"demo", "--exit-after-transcript"}, c.args...), strings.NewReader(""), &stdout, &stderr, env)
 			if code != exitUsage {
 				t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUsage, stdout.String(), stderr.String())
 			}
 			for _, w := range c.want {
 				if !strings.Contains(stderr.String(), w) {
 					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			for _, w := range c.absent {
+				if strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr has %q:\n%s", w, stderr.String())
 				}
 			}
 			if stdout.Len() != 0 {
@@ -290,7 +334,7 @@ func TestDemoWithoutPandoc(t *testing.T) {
 	if _, err := exec.LookPath("pandoc"); err == nil {
 		t.Fatal("pandoc is still on PATH")
 	}
-	got, out := runDemoCaptured(t)
+	got, out := runDemoCaptured(t, "")
 	if !strings.Contains(out, "built-in converter") {
 		t.Fatalf("the demo does not say it uses the built-in converter:\n%s", out)
 	}
@@ -306,5 +350,20 @@ func TestDemoWithoutPandoc(t *testing.T) {
 	checkSourcesFetched(t, got, research)
 	if !strings.Contains(out, "--- all 5 checks passed ---") {
 		t.Fatalf("the self-check did not pass:\n%s", out)
+	}
+}
+
+// TestDemoUnknownHomeserver: --homeserver takes only the servers the demo
+// can launch; another name is a usage error that lists them.
+func TestDemoUnknownHomeserver(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"demo", "--homeserver", "conduit"}, strings.NewReader(""), &stdout, &stderr, os.LookupEnv)
+	if code != exitUsage || stdout.Len() != 0 {
+		t.Fatalf("demo exited %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitUsage, stdout.String(), stderr.String())
+	}
+	for _, w := range []string{`lisa demo: unknown homeserver "conduit" for --homeserver (known: dendrite, synapse)`, "usage: lisa demo [--homeserver dendrite|synapse]"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+		}
 	}
 }

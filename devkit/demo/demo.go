@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -17,6 +19,7 @@ import (
 	"github.com/lisabot/lisa/adapters/metrics"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
+	"github.com/lisabot/lisa/devkit/homeserver"
 )
 
 // Options configure [Run].
@@ -29,6 +32,9 @@ type Options struct {
 	// LISA_DEMO_LLM_KEY (a real model instead of the scripted one) and
 	// whatever the configuration refers to.
 	Getenv config.LookupEnv
+	// Homeserver names the local homeserver the conversation runs on:
+	// [homeserver.Dendrite] (also when empty) or [homeserver.Synapse].
+	Homeserver string
 	// ExitAfterTranscript stops everything after the transcript; otherwise
 	// the demo keeps running until ctx ends.
 	ExitAfterTranscript bool
@@ -53,7 +59,7 @@ type Result struct {
 	Checks []Check
 }
 
-// Run runs the demo: a local Dendrite, a room with two people, a scripted
+// Run runs the demo: a local homeserver ([Options.Homeserver]), a room with two people, a scripted
 // (or real) model, a local search engine and web site, and Lisa's actor
 // tree on a fresh Badger directory; it plays the conversation, prints the
 // transcript and checks, from the events the homeserver stores, that the
@@ -63,18 +69,25 @@ type Result struct {
 // stopped when it returns.
 func Run(ctx context.Context, opts Options) error {
 	out := opts.Out
+	hsName := opts.Homeserver
+	if hsName == "" {
+		hsName = homeserver.Dendrite
+	}
+	if !slices.Contains(homeserver.Names(), hsName) {
+		return fmt.Errorf("unknown homeserver %q (known: %s)", hsName, strings.Join(homeserver.Names(), ", "))
+	}
 	work, err := os.MkdirTemp("", "lisa-demo-")
 	if err != nil {
 		return &PrerequisiteError{Missing: []Missing{{What: fmt.Sprintf("a writable temporary directory for the demo's files (%v)", err), Fix: "export TMPDIR=/tmp"}}}
 	}
 	defer os.RemoveAll(work)
-	if missing := checkPrerequisites(ctx, thisHost(opts.Getenv), work); len(missing) > 0 {
+	if missing := checkPrerequisites(ctx, thisHost(opts.Getenv), work, hsName); len(missing) > 0 {
 		return &PrerequisiteError{Missing: missing}
 	}
 	conv := chooseConverter(ctx, func(ctx context.Context) (string, error) { return daemon.CheckPandoc(ctx, config.Default()) })
 	fmt.Fprintln(out, conv.note)
 
-	st, err := startStack(ctx, work, out)
+	st, err := startStack(ctx, work, hsName, out)
 	if err != nil {
 		return err
 	}
@@ -115,7 +128,7 @@ func Run(ctx context.Context, opts Options) error {
 		_ = d.Stop(stopCtx)
 	}()
 
-	fmt.Fprintf(out, "[demo] homeserver %s, room %s, Lisa is %s, LLM %s\n", st.hs.URL(), st.room, st.lisaAcc.UserID, llmURL)
+	fmt.Fprintf(out, "[demo] homeserver %s %s at %s, room %s, Lisa is %s, LLM %s\n", st.hs.Name(), st.hs.Version(), st.hs.URL(), st.room, st.lisaAcc.UserID, llmURL)
 	fmt.Fprintf(out, "[demo] local SearXNG %s and web site %s stand in for the internet\n", w.search.URL(), w.site.Pages()[0].URL)
 	if err := d.AwaitBaseline(ctx, time.Minute); err != nil {
 		return err
@@ -143,8 +156,8 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ExitAfterTranscript {
 		return nil
 	}
-	fmt.Fprintf(out, "\n[demo] running. Join with any Matrix client:\n  homeserver: %s\n  user:       %s\n  password:   %s\n  room:       %s\nPress Ctrl-C to stop.\n",
-		st.hs.URL(), st.humAcc.UserID, humanPassword, st.room)
+	fmt.Fprintf(out, "\n[demo] running. Join with any Matrix client:\n  homeserver: %s (%s %s)\n  user:       %s\n  password:   %s\n  room:       %s\nPress Ctrl-C to stop.\n",
+		st.hs.URL(), st.hs.Name(), st.hs.Version(), st.humAcc.UserID, humanPassword, st.room)
 	<-ctx.Done()
 	fmt.Fprintln(out, "[demo] stopping")
 	return nil

@@ -1,6 +1,8 @@
 // Package demo is `lisa demo`: Lisa's main job shown on this machine with
 // nothing but Go. It builds the demo's world — a real Dendrite on
-// 127.0.0.1 (package [github.com/lisabot/lisa/devkit/dendrite]), a room
+// 127.0.0.1 (package [github.com/lisabot/lisa/devkit/dendrite]), or a
+// real Synapse where [Options.Homeserver] says so (both through package
+// [github.com/lisabot/lisa/devkit/homeserver]), a room
 // where Bob and Alice talk, a local SearXNG and web site standing in for
 // the internet, and the scripted model of this package (or a real
 // OpenAI-compatible one) — runs Lisa's actor tree against it through

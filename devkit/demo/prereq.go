@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/devkit/homeserver"
+	"github.com/lisabot/lisa/devkit/synapse"
 )
 
 // maxSocketPath is the longest path a Unix socket may have on Linux
@@ -62,12 +65,20 @@ type host struct {
 	goEnv func(ctx context.Context, path string, names ...string) ([]string, error)
 	// buildGo is the Go version the Dendrite build needs.
 	buildGo func() (string, error)
+	// synapse says whether Synapse can run here (see
+	// [homeserver.Available]): nil, or a *[synapse.MissingError].
+	synapse func(ctx context.Context) error
+	// synapseCache is the directory Synapse's source is unpacked into
+	// (see [synapse.CacheDir]).
+	synapseCache func() (string, error)
 }
 
 // thisHost is the real machine, with the demo's environment lookup.
 func thisHost(getenv config.LookupEnv) host {
 	return host{getenv: getenv, lookPath: exec.LookPath, listen: net.Listen, dendrite: dendrite.Built,
-		cacheDir: dendrite.CacheDir, goEnv: goEnv, buildGo: dendrite.GoDirective}
+		cacheDir: dendrite.CacheDir, goEnv: goEnv, buildGo: dendrite.GoDirective,
+		synapse:      func(ctx context.Context) error { return homeserver.Available(ctx, homeserver.Synapse) },
+		synapseCache: synapse.CacheDir}
 }
 
 // goEnv runs `go env NAME…`.
@@ -88,8 +99,10 @@ func goEnv(ctx context.Context, path string, names ...string) ([]string, error) 
 // checkPrerequisites checks everything the demo needs before it starts
 // anything: its working directory work (already created) can hold Lisa's
 // admin socket, 127.0.0.1 takes listeners, a real model is named in full,
-// and Dendrite is built or can be built. It returns every missing item.
-func checkPrerequisites(ctx context.Context, h host, work string) []Missing {
+// and the homeserver named server can run: Dendrite is built or can be
+// built, Synapse has its tarball and Python packages. It returns every
+// missing item.
+func checkPrerequisites(ctx context.Context, h host, work, server string) []Missing {
 	var missing []Missing
 	if sock := filepath.Join(work, "data", config.AdminSocketName); len(sock) > maxSocketPath {
 		missing = append(missing, Missing{
@@ -113,7 +126,57 @@ func checkPrerequisites(ctx context.Context, h host, work string) []Missing {
 			})
 		}
 	}
+	if server == homeserver.Synapse {
+		return append(missing, synapsePrerequisites(ctx, h)...)
+	}
 	return append(missing, dendritePrerequisites(ctx, h)...)
+}
+
+// onDendrite is the alternative every Synapse fix ends with.
+const onDendrite = "; or run the demo on Dendrite (without --homeserver synapse)"
+
+// synapsePrerequisites checks that Synapse can run: its source tarball is
+// found and Debian's python3 imports every module it needs; and that the
+// cache directory it is unpacked into is writable.
+func synapsePrerequisites(ctx context.Context, h host) []Missing {
+	var missing []Missing
+	err := h.synapse(ctx)
+	var m *synapse.MissingError
+	switch {
+	case err == nil:
+	case errors.As(err, &m):
+		if m.Tarball != "" {
+			missing = append(missing, Missing{
+				What: "the Synapse " + synapse.Version + " source tarball, to run the local homeserver: " + m.Tarball,
+				Fix: "export " + synapse.TarballEnv + "=<path of synapse-" + synapse.Version + ".tar.gz> (a clone of Lisa has it in third_party/synapse/), " +
+					"or run the demo from inside Lisa's checkout" + onDendrite,
+			})
+		}
+		if m.Python != "" {
+			missing = append(missing, Missing{
+				What: "Debian's Python 3, which Synapse runs on: " + m.Python,
+				Fix:  "sudo apt-get install python3" + onDendrite,
+			})
+		}
+		if len(m.Packages) > 0 {
+			pkgs := strings.Join(m.Packages, " ")
+			missing = append(missing, Missing{
+				What: "the Python modules Synapse imports, from the Debian packages " + pkgs,
+				Fix:  "sudo apt-get install " + pkgs + onDendrite,
+			})
+		}
+	default:
+		missing = append(missing, Missing{What: "Synapse " + synapse.Version + ": " + err.Error(), Fix: "run the demo on Dendrite (without --homeserver synapse)"})
+	}
+	if dir, err := h.synapseCache(); err != nil {
+		missing = append(missing, Missing{What: err.Error(), Fix: "export " + synapse.CacheDirEnv + "=$HOME/.cache/lisa"})
+	} else if err := writable(dir); err != nil {
+		missing = append(missing, Missing{
+			What: fmt.Sprintf("a writable cache directory to unpack Synapse's source into (%v)", err),
+			Fix:  "export " + synapse.CacheDirEnv + "=<a writable directory>",
+		})
+	}
+	return missing
 }
 
 // dendritePrerequisites checks that Dendrite is built, or that it can be:

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/devkit/homeserver"
+	"github.com/lisabot/lisa/devkit/synapse"
 )
 
 // fakeHost is a machine where everything the demo needs is present and
@@ -26,7 +28,9 @@ func fakeHost(t *testing.T) host {
 		goEnv: func(_ context.Context, _ string, names ...string) ([]string, error) {
 			return []string{"go1.26.0", "auto"}, nil
 		},
-		buildGo: func() (string, error) { return "1.26", nil },
+		buildGo:      func() (string, error) { return "1.26", nil },
+		synapse:      func(context.Context) error { return nil },
+		synapseCache: func() (string, error) { return t.TempDir(), nil },
 	}
 }
 
@@ -91,13 +95,66 @@ func TestCheckPrerequisites(t *testing.T) {
 				work = "/tmp/lisa-demo-123"
 			}
 			want := c.want
-			missing := checkPrerequisites(context.Background(), h, work)
+			missing := checkPrerequisites(context.Background(), h, work, homeserver.Dendrite)
 			if len(missing)*2 != len(want) {
 				t.Fatalf("missing %+v, want %d item(s) matching %q", missing, len(want)/2, want)
 			}
 			for i, m := range missing {
 				if !strings.Contains(m.What, want[2*i]) || !strings.Contains(m.Fix, want[2*i+1]) {
 					t.Errorf("item %d: %+v, want What with %q and Fix with %q", i, m, want[2*i], want[2*i+1])
+				}
+			}
+		})
+	}
+}
+
+// TestCheckSynapsePrerequisites: on Synapse the demo checks Synapse's
+// tarball, Python and packages and its cache, not what building Dendrite
+// needs, and names a fix for each.
+func TestCheckSynapsePrerequisites(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	synapseSays := func(m *synapse.MissingError) func(context.Context) error {
+		return func(context.Context) error { return m }
+	}
+	cases := []struct {
+		name   string
+		change func(h *host)
+		want   []string // substrings of What and Fix of each missing item, in order
+	}{
+		{name: "all there", change: func(*host) {}},
+		{name: "no go command is no matter", change: func(h *host) {
+			h.lookPath = func(string) (string, error) { return "", errors.New("not found") }
+		}},
+		{name: "no tarball", change: func(h *host) {
+			h.synapse = synapseSays(&synapse.MissingError{Tarball: "no source tarball at LISA_SYNAPSE_TARBALL=/x.tar.gz (no such file or directory)"})
+		}, want: []string{"the Synapse " + synapse.Version + " source tarball, to run the local homeserver: no source tarball at LISA_SYNAPSE_TARBALL=/x.tar.gz",
+			"export " + synapse.TarballEnv + "=<path of synapse-" + synapse.Version + ".tar.gz>"}},
+		{name: "no python", change: func(h *host) {
+			h.synapse = synapseSays(&synapse.MissingError{Python: "no Python interpreter /usr/bin/python3 (Debian python3): not found"})
+		}, want: []string{"Debian's Python 3, which Synapse runs on", "sudo apt-get install python3; or run the demo on Dendrite"}},
+		{name: "packages and cache", change: func(h *host) {
+			h.synapse = synapseSays(&synapse.MissingError{Packages: []string{"python3-treq", "python3-ijson"}})
+			h.synapseCache = func() (string, error) { return filepath.Join(notDir, "lisa"), nil }
+		}, want: []string{"the Python modules Synapse imports, from the Debian packages python3-treq python3-ijson", "sudo apt-get install python3-treq python3-ijson",
+			"a writable cache directory to unpack Synapse's source into", "export LISA_CACHE_DIR="}},
+		{name: "another error", change: func(h *host) {
+			h.synapse = func(context.Context) error { return errors.New("something else") }
+		}, want: []string{"Synapse " + synapse.Version + ": something else", "without --homeserver synapse"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := fakeHost(t)
+			c.change(&h)
+			missing := checkPrerequisites(context.Background(), h, "/tmp/lisa-demo-123", homeserver.Synapse)
+			if len(missing)*2 != len(c.want) {
+				t.Fatalf("missing %+v, want %d item(s) matching %q", missing, len(c.want)/2, c.want)
+			}
+			for i, m := range missing {
+				if !strings.Contains(m.What, c.want[2*i]) || !strings.Contains(m.Fix, c.want[2*i+1]) {
+					t.Errorf("item %d: %+v, want What with %q and Fix with %q", i, m, c.want[2*i], c.want[2*i+1])
 				}
 			}
 		})

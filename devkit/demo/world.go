@@ -15,8 +15,10 @@ import (
 	"github.com/lisabot/lisa/adapters/matrix"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/devkit/homeserver"
 	"github.com/lisabot/lisa/devkit/llmscript"
 	"github.com/lisabot/lisa/devkit/searx"
+	"github.com/lisabot/lisa/devkit/synapse"
 	"github.com/lisabot/lisa/devkit/webpages"
 )
 
@@ -29,8 +31,8 @@ const (
 
 // stack is the demo's local homeserver, accounts and room.
 type stack struct {
-	hs                     *dendrite.Server
-	lisaAcc, humAcc, alice dendrite.Account
+	hs                     homeserver.Server
+	lisaAcc, humAcc, alice homeserver.Account
 	human, aliceCli        *mautrix.Client
 	room                   id.RoomID
 }
@@ -61,13 +63,14 @@ func startWeb() (*web, error) {
 	return &web{search: search, site: site}, nil
 }
 
-// launchWithProgress launches Dendrite, printing the current start-up step
+// launchWithProgress launches the named homeserver ([homeserver.Dendrite]
+// or [homeserver.Synapse]) on dataDir, printing the current start-up step
 // and the time spent so far every ten seconds, so the first run's build
-// is not a silent wait.
-func launchWithProgress(ctx context.Context, out io.Writer, dataDir string) (*dendrite.Server, error) {
+// (Dendrite) or unpacking (Synapse) is not a silent wait.
+func launchWithProgress(ctx context.Context, out io.Writer, name, dataDir string) (homeserver.Server, error) {
 	began := time.Now()
 	var mu sync.Mutex
-	step := "preparing the local homeserver"
+	step := "preparing the local homeserver (" + name + ")"
 	fmt.Fprintf(out, "[demo] %s…\n", step)
 	progress := func(s string) {
 		mu.Lock()
@@ -92,20 +95,38 @@ func launchWithProgress(ctx context.Context, out io.Writer, dataDir string) (*de
 			}
 		}
 	}()
-	hs, err := dendrite.Launch(ctx, dendrite.Options{DataDir: dataDir, Progress: progress})
+	hs, err := launch(ctx, name, dataDir, progress)
 	close(done)
 	<-finished
 	if err == nil {
-		fmt.Fprintf(out, "[demo] homeserver ready after %s\n", time.Since(began).Round(100*time.Millisecond))
+		fmt.Fprintf(out, "[demo] homeserver %s %s ready after %s\n", hs.Name(), hs.Version(), time.Since(began).Round(100*time.Millisecond))
 	}
 	return hs, err
 }
 
-// startStack launches Dendrite, registers Lisa and two people (the
+// launch starts the named homeserver on dataDir. Dendrite is launched
+// directly, so that its first-run build reports its steps to progress;
+// Synapse through [homeserver.Launch], with one step line.
+func launch(ctx context.Context, name, dataDir string, progress func(string)) (homeserver.Server, error) {
+	opts := homeserver.Options{DataDir: dataDir}
+	if name == homeserver.Dendrite {
+		do := opts.Dendrite()
+		do.Progress = progress
+		s, err := dendrite.Launch(ctx, do)
+		if err != nil {
+			return nil, err
+		}
+		return homeserver.DendriteServer{Server: s}, nil
+	}
+	progress("starting Synapse " + synapse.Version + " (its source is unpacked into the cache on the first run)")
+	return homeserver.Launch(ctx, name, opts)
+}
+
+// startStack launches the named homeserver, registers Lisa and two people (the
 // human the demo speaks for, "Bob", and "Alice"), and has Bob create a
 // room the others join. The caller stops st.hs.
-func startStack(ctx context.Context, work string, out io.Writer) (_ *stack, err error) {
-	hs, err := launchWithProgress(ctx, out, filepath.Join(work, "dendrite"))
+func startStack(ctx context.Context, work, name string, out io.Writer) (_ *stack, err error) {
+	hs, err := launchWithProgress(ctx, out, name, filepath.Join(work, name))
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +149,7 @@ func startStack(ctx context.Context, work string, out io.Writer) (_ *stack, err 
 	}
 	var lisaCli *mautrix.Client
 	for _, u := range []struct {
-		acc  dendrite.Account
+		acc  homeserver.Account
 		cli  **mautrix.Client
 		name string
 	}{{st.humAcc, &st.human, "Bob"}, {st.alice, &st.aliceCli, "Alice"}, {st.lisaAcc, &lisaCli, "Lisa"}} {
