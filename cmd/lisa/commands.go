@@ -98,7 +98,7 @@ func commands() []command {
 		},
 		{
 			name:    "demo",
-			usage:   "[--exit-after-transcript]",
+			usage:   "[--homeserver dendrite|synapse] [--exit-after-transcript]",
 			summary: "run Lisa on this machine: local Dendrite, a room, a scripted (or real) LLM",
 			run:     demoCmd,
 		},

@@ -17,7 +17,7 @@
 //	                             debug shell of a running Lisa
 //	health (--config FILE | --socket PATH)
 //	                             exit 0 healthy, 1 degraded, 2 unreachable
-//	demo [--exit-after-transcript]
+//	demo [--homeserver dendrite|synapse] [--exit-after-transcript]
 //	                             Lisa on this machine: local Dendrite, a
 //	                             room, a scripted (or real) LLM
 //
