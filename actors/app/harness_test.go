@@ -158,6 +158,8 @@ type harness struct {
 	// sendRetryMax, when set, replace the Policy's send backoff.
 	txnRetention                time.Duration
 	sendRetryBase, sendRetryMax time.Duration
+	// sendTimeout, when set, replaces the rooms' SendTimeout (10 s).
+	sendTimeout time.Duration
 }
 
 func newHarness(t *testing.T, roomIDs ...string) *harness {
@@ -180,6 +182,10 @@ func (h *harness) start() {
 	sys := app.NewSystem(log)
 	h.sys = sys
 	sendBase, sendMax := 10*time.Millisecond, 50*time.Millisecond
+	sendTimeout := 10 * time.Second
+	if h.sendTimeout > 0 {
+		sendTimeout = h.sendTimeout
+	}
 	if h.sendRetryBase > 0 {
 		sendBase, sendMax = h.sendRetryBase, h.sendRetryMax
 	}
@@ -194,7 +200,7 @@ func (h *harness) start() {
 			ErrorReply:     func(*roompb.Candidate) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
 		Provider: provider, Inbox: h.roomInbox(store), BotEvents: store, Sender: h.roomSender(), Durable: h.durable,
-		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,
+		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: sendTimeout,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
 		RoomOptions: []actor.PropsOption{actor.WithReceiverMiddleware(crashOn)},

@@ -186,3 +186,43 @@ func TestRateLimitedRepliesAgainstFakeHomeserver(t *testing.T) {
 		})
 	}
 }
+
+// TestAbandonedSendFinishedLater: Continuwuity finishes a send whose
+// client gave up (DelaySends: stored 1 s later while Lisa's sends time
+// out after 200 ms). With no late-store hold, the settle delay and the
+// lookups miss and Lisa sends again with the same transaction ID; the
+// server's room lock makes that retry wait for the first request and
+// return its event: one reply. A server that looks the transaction ID up
+// before its lock (Dendrite's SendEvent) turns the same retry into a
+// second reply — the hazard that keeps the hold for Dendrite.
+func TestAbandonedSendFinishedLater(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		early bool
+		want  int
+	}{
+		{"lookup under the room lock (Continuwuity)", false, 1},
+		{"hazard: lookup before the lock (Dendrite)", true, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hs, cli := fakeHS(t, fakehs.Options{Txn: fakehs.TxnPolicy{LookupBeforeLock: c.early}})
+			hs.DelaySends(1, time.Second)
+			h := newHarness(t, roomA)
+			h.send, h.settle, h.sendTimeout = cli, 100*time.Millisecond, 200*time.Millisecond
+			h.start()
+			h.enqueue(roomA, "$q1")
+			h.waitFor("answered", h.answered(roomA, 1))
+			// The first request may store after Lisa's answer was
+			// recorded (the hazard's second reply came first).
+			time.Sleep(1200 * time.Millisecond)
+			if n := hs.Counts()["send"]; n < 2 {
+				t.Fatalf("%d send requests: Lisa never retried while the first was pending, the scenario did not happen", n)
+			}
+			// The hazard's count depends on how many retries queue
+			// behind the first request: at least two.
+			if got := replies(hs); got != c.want && !(c.early && got >= c.want) {
+				t.Fatalf("%d replies in the room (%v), want %d", got, hs.Counts(), c.want)
+			}
+		})
+	}
+}

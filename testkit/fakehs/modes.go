@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -29,6 +30,47 @@ type TxnPolicy struct {
 	// Synapse v1.67 does (a new login, SetToken, does not see the old
 	// token's mappings). Otherwise it is per device (Continuwuity).
 	PerToken bool
+	// LookupBeforeLock looks a send's transaction ID up before taking the
+	// room's send lock, as Dendrite's SendEvent calls
+	// txnCache.FetchTransaction before userRoomSendMutexes: a retry that
+	// arrives while the first request still runs misses and makes a
+	// second event. Otherwise the lookup is under the lock, as
+	// Continuwuity's (the room state mutex), and the retry waits for the
+	// first and finds its mapping.
+	LookupBeforeLock bool
+}
+
+// DelaySends makes the next n sends wait d, holding their room's send
+// lock, before they store their event, whether or not their client is
+// still waiting: Continuwuity runs each handler in a spawned task
+// (request::handle, src/router/request.rs), so a request whose client
+// went away still finishes, within client_request_timeout (180 s). A
+// Restart or Close while one waits drops it: nothing is stored (a kill;
+// Continuwuity's shutdown grace of 15 s is not modelled).
+func (s *Server) DelaySends(n int, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.sendDelays = append(s.sendDelays, d)
+	}
+}
+
+func (s *Server) nextSendDelayLocked() time.Duration {
+	if len(s.sendDelays) == 0 {
+		return 0
+	}
+	d := s.sendDelays[0]
+	s.sendDelays = s.sendDelays[1:]
+	return d
+}
+
+func (s *Server) roomLockLocked(room string) *sync.Mutex {
+	l := s.roomLocks[room]
+	if l == nil {
+		l = &sync.Mutex{}
+		s.roomLocks[room] = l
+	}
+	return l
 }
 
 // txnEntry is one remembered send.
@@ -65,6 +107,8 @@ func (s *Server) Restart() error {
 		s.txns = map[string]txnEntry{}
 	}
 	s.counts["restart"]++
+	close(s.restarted)
+	s.restarted = make(chan struct{})
 	s.broadcastLocked()
 	s.mu.Unlock()
 	var ln net.Listener

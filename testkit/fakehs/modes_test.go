@@ -299,3 +299,29 @@ func TestRelationsModes(t *testing.T) {
 		})
 	}
 }
+
+// TestDelayedSendFinishesAbandoned: a delayed send whose client gave up
+// is still stored; a retry with its transaction ID waits for it under the
+// room's lock and gets its event (Continuwuity), or, looked up before the
+// lock (Dendrite), makes a second event.
+func TestDelayedSendFinishesAbandoned(t *testing.T) {
+	for _, c := range []struct {
+		early bool
+		want  int
+	}{{false, 1}, {true, 2}} {
+		s, cli := startWith(t, fakehs.Options{Txn: fakehs.TxnPolicy{LookupBeforeLock: c.early}})
+		s.DelaySends(1, 300*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := cli.SendMessageEvent(ctx, room, event.EventMessage, map[string]any{"msgtype": "m.text", "body": "hi"}, mautrix.ReqSendEvent{TransactionID: "t1"})
+		cancel()
+		if err == nil {
+			t.Fatal("the delayed send answered before the client's deadline")
+		}
+		if _, err := send(cli, "t1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := lisaEvents(s); got != c.want {
+			t.Fatalf("lookup before the lock %v: %d events, want %d", c.early, got, c.want)
+		}
+	}
+}

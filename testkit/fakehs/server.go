@@ -99,10 +99,13 @@ type Server struct {
 	// sendFaults are scripted send faults still to inject, oldest first.
 	sendFaults []SendFault
 	bucket     bucket
-	hidden     map[string]bool // event IDs /relations filters out (HideFromRelations)
-	parked     map[int64]int   // since -> /sync requests waiting at it
-	counts     map[string]int  // requests per endpoint
-	changed    chan struct{}   // closed and replaced on every change
+	hidden     map[string]bool        // event IDs /relations filters out (HideFromRelations)
+	sendDelays []time.Duration        // scripted delays of the next sends (DelaySends)
+	roomLocks  map[string]*sync.Mutex // per room: lookup, append and mapping of a send
+	restarted  chan struct{}          // closed and replaced by Restart
+	parked     map[int64]int          // since -> /sync requests waiting at it
+	counts     map[string]int         // requests per endpoint
+	changed    chan struct{}          // closed and replaced on every change
 	nextID     int64
 	// failSyncs and skipSyncs are /sync faults still to inject.
 	failSyncs, skipSyncs int
@@ -127,16 +130,18 @@ func New(o Options) *Server {
 		o.Now = time.Now
 	}
 	return &Server{
-		opts:    o,
-		rooms:   map[string]*room{},
-		byID:    map[string]*Event{},
-		txns:    map[string]txnEntry{},
-		token:   o.Token,
-		hidden:  map[string]bool{},
-		parked:  map[int64]int{},
-		counts:  map[string]int{},
-		changed: make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:      o,
+		rooms:     map[string]*room{},
+		byID:      map[string]*Event{},
+		txns:      map[string]txnEntry{},
+		token:     o.Token,
+		hidden:    map[string]bool{},
+		roomLocks: map[string]*sync.Mutex{},
+		restarted: make(chan struct{}),
+		parked:    map[int64]int{},
+		counts:    map[string]int{},
+		changed:   make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 }
 
@@ -681,7 +686,33 @@ func (s *Server) sendHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := s.txnKeyLocked(txn)
-	if e, ok := s.txns[key]; ok && s.txnLiveLocked(e) {
+	delay, lock, restarted := s.nextSendDelayLocked(), s.roomLockLocked(roomID), s.restarted
+	early := s.opts.Txn.LookupBeforeLock
+	if early {
+		if e, ok := s.txns[key]; ok && s.txnLiveLocked(e) {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, map[string]any{"event_id": e.eventID})
+			return
+		}
+	}
+	s.mu.Unlock()
+	// The room's send lock spans the lookup, the append and the mapping
+	// (Continuwuity's state mutex); a delayed send holds it while it
+	// waits, whether or not its client is still there.
+	lock.Lock()
+	defer lock.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-restarted: // killed before the append: nothing stored
+			return
+		case <-s.done:
+			return
+		}
+	}
+	s.mu.Lock()
+	if e, ok := s.txns[key]; !early && ok && s.txnLiveLocked(e) {
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"event_id": e.eventID})
 		return
