@@ -61,8 +61,9 @@ func (c *Client) Identify(ctx context.Context, timeout time.Duration) ServerIden
 		return fed
 	}
 	// The Conduit family answers its own endpoint, unauthenticated and
-	// routed even without federation (get_server_version_route's sibling
-	// in Continuwuity's src/api/router.rs; docs/homeservers.md).
+	// routed even without federation (continuwuity_server_version,
+	// src/api/client/unversioned.rs, routed in src/api/router.rs outside
+	// the allow_federation block; docs/homeservers.md).
 	for _, p := range conduitVersionPaths {
 		if sv := c.serverVersion(ctx, base+p); sv.Name != "" {
 			return sv

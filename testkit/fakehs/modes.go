@@ -241,9 +241,10 @@ type AheadSince int
 const (
 	// AheadSinceRejected answers 400 M_UNKNOWN_POS (the default).
 	AheadSinceRejected AheadSince = iota
-	// AheadSinceEmpty answers at once with no rooms and next_batch at
-	// the head, lower than the since sent: Continuwuity (load_timeline
-	// returns nothing for a room whose last count is <= since).
+	// AheadSinceEmpty answers with no rooms and next_batch at the head,
+	// lower than the since sent: Continuwuity (load_timeline returns
+	// nothing for a room whose last count is <= since). The fake answers
+	// at once; whether Continuwuity long-polls first was not read.
 	AheadSinceEmpty
 	// AheadSinceClamp serves since as the head: Tuwunel ("received
 	// since > next_batch, clamping").
