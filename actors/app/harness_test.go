@@ -153,6 +153,13 @@ type harness struct {
 	snapshot           int
 	// storeOpts are the store's options (retention and its clock).
 	storeOpts persistence.BadgerOptions
+	// txnRetention is the rooms' Policy.TxnIDRetention (a server that
+	// keeps transaction IDs across its restarts); sendRetryBase and
+	// sendRetryMax, when set, replace the Policy's send backoff.
+	txnRetention                time.Duration
+	sendRetryBase, sendRetryMax time.Duration
+	// sendTimeout, when set, replaces the rooms' SendTimeout (10 s).
+	sendTimeout time.Duration
 }
 
 func newHarness(t *testing.T, roomIDs ...string) *harness {
@@ -174,17 +181,26 @@ func (h *harness) start() {
 	}
 	sys := app.NewSystem(log)
 	h.sys = sys
+	sendBase, sendMax := 10*time.Millisecond, 50*time.Millisecond
+	sendTimeout := 10 * time.Second
+	if h.sendTimeout > 0 {
+		sendTimeout = h.sendTimeout
+	}
+	if h.sendRetryBase > 0 {
+		sendBase, sendMax = h.sendRetryBase, h.sendRetryMax
+	}
 	tree := sys.Tree(app.TreeConfig{
 		Rooms: h.rooms, MaxConcurrent: h.maxConc,
 		Policy: room.Policy{
 			MaxAttempts: 3,
 			RetryBase:   10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
-			SendRetryBase: 10 * time.Millisecond, SendRetryMax: 50 * time.Millisecond,
+			SendRetryBase: sendBase, SendRetryMax: sendMax,
 			SettleDelay: h.settle, LateStoreWindow: h.lateStore, RecheckEvery: h.recheck,
-			ErrorReply: func(*roompb.Candidate) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
+			TxnIDRetention: h.txnRetention,
+			ErrorReply:     func(*roompb.Candidate) []byte { return []byte(`{"msgtype":"m.text","body":"sorry"}`) },
 		},
 		Provider: provider, Inbox: h.roomInbox(store), BotEvents: store, Sender: h.roomSender(), Durable: h.durable,
-		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: 10 * time.Second,
+		Invoker: h.invoker, InvocationTimeout: 10 * time.Second, SendTimeout: sendTimeout,
 		RoomRestarts: 3, RoomRestartWindow: time.Minute,
 		RespawnBase: 20 * time.Millisecond, RespawnMax: 200 * time.Millisecond,
 		RoomOptions: []actor.PropsOption{actor.WithReceiverMiddleware(crashOn)},

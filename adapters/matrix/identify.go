@@ -21,7 +21,8 @@ type ServerIdentity struct {
 	Version string
 	// From is where it came from: "server header" (the HTTP Server header
 	// of GET /_matrix/client/versions), "federation version" (GET
-	// /_matrix/federation/v1/version) or "" (neither said).
+	// /_matrix/federation/v1/version), "server_version" (the Conduit
+	// family's /_<name>/server_version) or "" (none said).
 	From string
 }
 
@@ -35,7 +36,8 @@ const maxIdentityBody = 64 << 10
 // v1.67.0), else the federation version endpoint ({"server": {"name":
 // "Synapse", "version": "1.67.0"}}, FederationVersionServlet in
 // synapse/federation/transport/server/federation.py; Dendrite answers it
-// as well). A reverse proxy may replace the header (nginx hides the
+// as well), else the Conduit family's server_version endpoint. A reverse
+// proxy may replace the header (nginx hides the
 // upstream's Server header by default) or not route /_matrix/federation:
 // then the identity is what is left, possibly nothing. Failures give an
 // empty identity, never an error: not knowing is an answer.
@@ -58,7 +60,37 @@ func (c *Client) Identify(ctx context.Context, timeout time.Duration) ServerIden
 	if fed := c.federationVersion(ctx, base); fed.Name != "" {
 		return fed
 	}
+	// The Conduit family answers its own endpoint, unauthenticated and
+	// routed even without federation (continuwuity_server_version,
+	// src/api/client/unversioned.rs, routed in src/api/router.rs outside
+	// the allow_federation block; docs/homeservers.md).
+	for _, p := range conduitVersionPaths {
+		if sv := c.serverVersion(ctx, base+p); sv.Name != "" {
+			return sv
+		}
+	}
 	return header
+}
+
+// conduitVersionPaths are the Conduit family's server_version endpoints
+// (Continuwuity, conduwuit, Tuwunel), each {"name":…,"version":…}.
+var conduitVersionPaths = []string{"/_continuwuity/server_version", "/_conduwuit/server_version", "/_tuwunel/server_version"}
+
+// serverVersion is the answer of a Conduit-family server_version endpoint.
+func (c *Client) serverVersion(ctx context.Context, url string) ServerIdentity {
+	resp, err := c.getNoAuth(ctx, url)
+	if err != nil {
+		return ServerIdentity{}
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxIdentityBody)).Decode(&v) != nil || v.Name == "" {
+		return ServerIdentity{}
+	}
+	return ServerIdentity{Name: clip(v.Name), Version: clip(v.Version), From: "server_version"}
 }
 
 // federationVersion is the answer of GET /_matrix/federation/v1/version,

@@ -43,6 +43,12 @@ func Connect(ctx context.Context, homeserver, user, device, token string, hc *ht
 	if err != nil {
 		return nil, fmt.Errorf("matrix: whoami: %w", Classify(err))
 	}
+	if who.DeviceID == "" && device != "" {
+		// Continuwuity and Synapse omit device_id for a token without a
+		// device: an appservice's (docs/homeservers.md, "whoami").
+		return nil, fmt.Errorf("matrix: access token of %s has no device (an appservice token?): Lisa needs the token of a login with device %s, not an appservice token",
+			who.UserID, device)
+	}
 	if string(who.UserID) != user || string(who.DeviceID) != device {
 		return nil, fmt.Errorf("matrix: access token belongs to %s device %s, but the configuration says %s device %s",
 			who.UserID, who.DeviceID, user, device)

@@ -632,6 +632,16 @@ func (s *Source) roomEvents(ctx context.Context, a *answer, room id.RoomID, jr *
 		if jr.Timeline.Limited {
 			from = jr.Timeline.PrevBatch
 		}
+		if i := anchorAt(a, room, events); i >= 0 {
+			// An answer after the cursor never holds the room's last
+			// seen event: this one is not incremental (the Conduit
+			// family answers a since it cannot parse with an initial
+			// sync, docs/homeservers.md). That event and those before
+			// it were seen; the gap to it is closed.
+			s.log.Warn("sync answer repeats the room's last seen event; only the events after it are new",
+				"room", messages.RoomID(room), "repeated", i+1)
+			events, from = events[i+1:], ""
+		}
 	}
 	since, checked := a.check[room]
 	if !checked {
@@ -663,6 +673,16 @@ func (s *Source) roomEvents(ctx context.Context, a *answer, room id.RoomID, jr *
 		recovered = slices.DeleteFunc(recovered, func(e *event.Event) bool { return e.Timestamp < since })
 	}
 	return mergeByID(recovered, events), false, !closed, nil
+}
+
+// anchorAt is the index in events of room's last seen event (the
+// cursor's anchor), or -1; always -1 in a baseline.
+func anchorAt(a *answer, room id.RoomID, events []*event.Event) int {
+	anchor := a.prev.GetLastEventIds()[string(room)]
+	if a.baseline || anchor == "" {
+		return -1
+	}
+	return slices.IndexFunc(events, func(e *event.Event) bool { return e != nil && string(e.ID) == anchor })
 }
 
 // classifyRoom classifies a room's new events into batch: Lisa's own

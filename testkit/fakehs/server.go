@@ -40,6 +40,21 @@ type Options struct {
 	// docs/homeservers.md, "/sync"): a reaction or state event can be the
 	// last event of a room's timeline. /messages still honours them.
 	IgnoreSyncTimelineTypes bool
+	// Txn is how send transaction IDs are kept; the zero value keeps them
+	// per device, for ever, across Restart (Continuwuity).
+	Txn TxnPolicy
+	// SendRateLimit, if set, answers sends beyond a token bucket with 429
+	// M_LIMIT_EXCEEDED, as Synapse's rc_message does.
+	SendRateLimit *RateLimit
+	// Sync modes of the Conduit family (docs/homeservers.md, "/sync").
+	Sync SyncModes
+	// Identity is what the server says it is (Server header, federation
+	// version, a server_version endpoint); Proxy, if set, is a reverse
+	// proxy in front of it.
+	Identity Identity
+	Proxy    *Proxy
+	// Relations are the /relations modes.
+	Relations RelationsModes
 }
 
 // Send is a reply that arrived by PUT /send.
@@ -75,15 +90,23 @@ type room struct {
 type Server struct {
 	opts Options
 
-	mu      sync.Mutex
-	rooms   map[string]*room
-	byID    map[string]*Event
-	log     []*Event          // the stream; an event's pos is its index + 1
-	txns    map[string]string // txn ID -> event ID (one token only)
-	parked  map[int64]int     // since -> /sync requests waiting at it
-	counts  map[string]int    // requests per endpoint
-	changed chan struct{}     // closed and replaced on every change
-	nextID  int64
+	mu    sync.Mutex
+	rooms map[string]*room
+	byID  map[string]*Event
+	log   []*Event            // the stream; an event's pos is its index + 1
+	txns  map[string]txnEntry // scope + txn ID -> the event it made
+	token string              // the access token accepted now (SetToken)
+	// sendFaults are scripted send faults still to inject, oldest first.
+	sendFaults []SendFault
+	bucket     bucket
+	hidden     map[string]bool        // event IDs /relations filters out (HideFromRelations)
+	sendDelays []time.Duration        // scripted delays of the next sends (DelaySends)
+	roomLocks  map[string]*sync.Mutex // per room: lookup, append and mapping of a send
+	restarted  chan struct{}          // closed and replaced by Restart
+	parked     map[int64]int          // since -> /sync requests waiting at it
+	counts     map[string]int         // requests per endpoint
+	changed    chan struct{}          // closed and replaced on every change
+	nextID     int64
 	// failSyncs and skipSyncs are /sync faults still to inject.
 	failSyncs, skipSyncs int
 	// failMessages counts GET /messages requests still to fail.
@@ -91,10 +114,13 @@ type Server struct {
 	// eventAnswers are scripted answers to GET /event, by event ID.
 	eventAnswers map[string]*eventAnswer
 
+	life   sync.Mutex // guards hs, addr and served across Restart and Close
 	hs     *http.Server
+	addr   string
 	url    string
 	served chan struct{}
 	done   chan struct{}
+	closed bool
 	close  sync.Once
 }
 
@@ -104,14 +130,18 @@ func New(o Options) *Server {
 		o.Now = time.Now
 	}
 	return &Server{
-		opts:    o,
-		rooms:   map[string]*room{},
-		byID:    map[string]*Event{},
-		txns:    map[string]string{},
-		parked:  map[int64]int{},
-		counts:  map[string]int{},
-		changed: make(chan struct{}),
-		done:    make(chan struct{}),
+		opts:      o,
+		rooms:     map[string]*room{},
+		byID:      map[string]*Event{},
+		txns:      map[string]txnEntry{},
+		token:     o.Token,
+		hidden:    map[string]bool{},
+		roomLocks: map[string]*sync.Mutex{},
+		restarted: make(chan struct{}),
+		parked:    map[int64]int{},
+		counts:    map[string]int{},
+		changed:   make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 }
 
@@ -121,6 +151,26 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("fakehs: listen: %w", err)
 	}
+	s.life.Lock()
+	defer s.life.Unlock()
+	s.addr = ln.Addr().String()
+	s.url = "http://" + s.addr
+	s.serveLocked(ln)
+	return nil
+}
+
+// serveLocked serves on ln; call with s.life held.
+func (s *Server) serveLocked(ln net.Listener) {
+	s.hs = &http.Server{Handler: s.identify(s.mux()), ReadHeaderTimeout: 10 * time.Second}
+	s.served = make(chan struct{})
+	hs, served := s.hs, s.served
+	go func() {
+		defer close(served)
+		_ = hs.Serve(ln)
+	}()
+}
+
+func (s *Server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	const p = "/_matrix/client/v3"
 	mux.HandleFunc("GET /_matrix/client/versions", func(w http.ResponseWriter, _ *http.Request) {
@@ -137,27 +187,33 @@ func (s *Server) Listen() error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxBody))
 		writeJSON(w, http.StatusOK, map[string]any{})
 	}))
+	mux.HandleFunc("GET /_matrix/client/v1/rooms/{room}/relations/{event}/{relType}", s.auth("relations", s.relations))
+	mux.HandleFunc("GET /_matrix/federation/v1/version", s.federationVersion)
+	if p := s.opts.Identity.ServerVersionPath; p != "" {
+		mux.HandleFunc("GET "+p, s.serverVersion)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeErr(w, http.StatusNotFound, "M_UNRECOGNIZED", "unrecognized request")
 	})
-	s.hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String()
-	s.served = make(chan struct{})
-	go func() {
-		defer close(s.served)
-		_ = s.hs.Serve(ln)
-	}()
-	return nil
+	return mux
 }
 
-// URL returns the homeserver base URL, or "" before Listen.
-func (s *Server) URL() string { return s.url }
+// URL returns the homeserver base URL, or "" before Listen. It stays the
+// same across Restart.
+func (s *Server) URL() string {
+	s.life.Lock()
+	defer s.life.Unlock()
+	return s.url
+}
 
 // Close stops the server and waits for it; parked /sync requests end at
 // once. It is idempotent.
 func (s *Server) Close() {
 	s.close.Do(func() {
 		close(s.done)
+		s.life.Lock()
+		defer s.life.Unlock()
+		s.closed = true
 		if s.hs != nil {
 			_ = s.hs.Close()
 			<-s.served
@@ -359,11 +415,21 @@ func (s *Server) authorized(r *http.Request) bool {
 	if !ok {
 		tok = r.URL.Query().Get("access_token")
 	}
-	return tok != "" && tok == s.opts.Token
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return tok != "" && tok == s.token
 }
 
+// whoami answers with the account; without a device (an appservice's
+// token) device_id is omitted, as Continuwuity (whoami_route,
+// src/api/client/account/mod.rs) and Synapse (WhoamiRestServlet,
+// synapse/rest/client/account.py) omit it.
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"user_id": s.opts.UserID, "device_id": s.opts.DeviceID})
+	m := map[string]any{"user_id": s.opts.UserID}
+	if s.opts.DeviceID != "" {
+		m["device_id"] = s.opts.DeviceID
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 // wireJSON is wireEvent(e, true) encoded, kept on e: GET /context sends
@@ -428,12 +494,15 @@ func token(pos int64) string { return "s" + strconv.FormatInt(pos, 10) }
 // sync serves GET /sync: an injected failure or skip if one is armed, else
 // the events after since (long-polling for them), per room.
 func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
-	tl, since, timeout, ok := parseSyncQuery(w, r)
+	tl, since, timeout, ok := s.parseSyncQuery(w, r)
 	if !ok {
 		return
 	}
 	if s.opts.IgnoreSyncTimelineTypes {
 		tl.Types, tl.Senders = nil, nil
+	}
+	if n := s.opts.Sync.FixedTimelineLimit; n > 0 {
+		tl.Limit = n
 	}
 	s.mu.Lock()
 	if s.failSyncs > 0 {
@@ -452,9 +521,19 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if since > int64(len(s.log)) {
-		s.mu.Unlock()
-		writeErr(w, http.StatusBadRequest, "M_UNKNOWN_POS", "unknown since token")
-		return
+		switch s.opts.Sync.AheadSince {
+		case AheadSinceEmpty:
+			head := int64(len(s.log))
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, map[string]any{"next_batch": token(head), "rooms": map[string]any{}})
+			return
+		case AheadSinceClamp:
+			since = int64(len(s.log))
+		default:
+			s.mu.Unlock()
+			writeErr(w, http.StatusBadRequest, "M_UNKNOWN_POS", "unknown since token")
+			return
+		}
 	}
 	if since >= 0 && since == int64(len(s.log)) && timeout > 0 {
 		s.parkLocked(r, since, timeout)
@@ -473,7 +552,7 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request) {
 // parseSyncQuery reads a /sync request's timeline filter, since token
 // (-1 for none) and timeout in milliseconds. On a bad request it answers
 // it and reports false.
-func parseSyncQuery(w http.ResponseWriter, r *http.Request) (tl timelineFilter, since int64, timeout int, ok bool) {
+func (s *Server) parseSyncQuery(w http.ResponseWriter, r *http.Request) (tl timelineFilter, since int64, timeout int, ok bool) {
 	q := r.URL.Query()
 	var filter struct {
 		Room struct {
@@ -493,7 +572,10 @@ func parseSyncQuery(w http.ResponseWriter, r *http.Request) (tl timelineFilter, 
 	since = -1
 	if v := q.Get("since"); v != "" {
 		p, ok := parseToken(v)
-		if !ok {
+		switch {
+		case !ok && s.opts.Sync.BadSinceIsInitial:
+			p = -1 // an initial sync, as the Conduit family gives
+		case !ok:
 			writeErr(w, http.StatusBadRequest, "M_UNKNOWN_POS", "unknown since token")
 			return tl, 0, 0, false
 		}
@@ -540,7 +622,7 @@ func (s *Server) joinedLocked(since, head int64, tl timelineFilter) map[string]a
 	join := map[string]any{}
 	if since < 0 {
 		for id, rm := range s.rooms {
-			join[id] = s.timeline(rm.events, tl)
+			join[id] = s.timelineOf(rm.events, tl)
 		}
 		return join
 	}
@@ -549,7 +631,7 @@ func (s *Server) joinedLocked(since, head int64, tl timelineFilter) map[string]a
 		perRoom[e.Room] = append(perRoom[e.Room], e)
 	}
 	for id, evs := range perRoom {
-		join[id] = s.timeline(evs, tl)
+		join[id] = s.timelineOf(evs, tl)
 	}
 	return join
 }
@@ -597,9 +679,42 @@ func (s *Server) sendHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.counts["send"]++
-	if id, ok := s.txns[txn]; ok {
+	if wait, limited := s.rateLimitedLocked(); limited {
+		s.counts["send_429"]++
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, map[string]any{"event_id": id})
+		s.writeLimited(w, wait)
+		return
+	}
+	key := s.txnKeyLocked(txn)
+	delay, lock, restarted := s.nextSendDelayLocked(), s.roomLockLocked(roomID), s.restarted
+	early := s.opts.Txn.LookupBeforeLock
+	if early {
+		if e, ok := s.txns[key]; ok && s.txnLiveLocked(e) {
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, map[string]any{"event_id": e.eventID})
+			return
+		}
+	}
+	s.mu.Unlock()
+	// The room's send lock spans the lookup, the append and the mapping
+	// (Continuwuity's state mutex); a delayed send holds it while it
+	// waits, whether or not its client is still there.
+	lock.Lock()
+	defer lock.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-restarted: // killed before the append: nothing stored
+			return
+		case <-s.done:
+			return
+		}
+	}
+	s.mu.Lock()
+	if e, ok := s.txns[key]; !early && ok && s.txnLiveLocked(e) {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"event_id": e.eventID})
 		return
 	}
 	ev, err := s.appendLocked(roomID, s.opts.UserID, typ, body, txn)
@@ -608,10 +723,17 @@ func (s *Server) sendHandler(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusForbidden, "M_FORBIDDEN", "not in room")
 		return
 	}
-	s.txns[txn] = ev.ID
+	fault := s.nextSendFaultLocked() // counted as "send_fault"
+	if fault != StoreNoMappingThen500 && fault != StoreNoMappingThenClose {
+		s.txns[key] = txnEntry{eventID: ev.ID, at: s.opts.Now()}
+	}
 	s.mu.Unlock()
 	if s.opts.OnSend != nil {
 		s.opts.OnSend(Send{Room: roomID, EventID: ev.ID, TxnID: txn, Content: body, At: at})
+	}
+	if fault != 0 {
+		failSend(w, fault)
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"event_id": ev.ID})
 }
