@@ -646,6 +646,7 @@ func (r *roomActor) react(ctx actor.Context, e SendReaction) {
 		done := ReactionDone{EventID: e.EventID, ReactionEventID: id}
 		if err != nil {
 			done.Err = asError(err)
+			done.RetryAfter = done.Err.RetryAfter
 			cfg.Logger.Warn("wait reaction failed", "room", messages.RoomID(room), "event", messages.EventID(e.EventID), "code", done.Err.Code)
 		}
 		sys.Root.Send(self, &effectDone{gen: gen, in: done})

@@ -126,6 +126,8 @@ type ReactionDone struct {
 	EventID         string
 	ReactionEventID string
 	Err             *messages.Error
+	// RetryAfter is the wait a rate limit asked for (retry_after_ms).
+	RetryAfter time.Duration
 }
 
 // RedactDue: the pause before the next redaction has passed.

@@ -133,6 +133,10 @@ type Machine struct {
 	unsure bool
 	// sendFailures counts consecutive send failures of the head.
 	sendFailures int
+	// limitedUntil is the end of the latest wait a homeserver's rate limit
+	// asked of this room's requests (retry_after_ms); until then no wait
+	// reaction is put, as it would take a send the answers need.
+	limitedUntil time.Time
 	// queuedBy holds, per sender, when their invocations of the last
 	// SenderWindow were queued, oldest first. It is volatile: a restart
 	// forgives past bursts, which costs at most one more window.
@@ -218,6 +222,9 @@ func (o *Output) early(e Effect)        { o.Early = append(o.Early, e) }
 // changes are returned as events for the adapter to persist and Apply.
 func (m *Machine) Decide(in Input, now time.Time) Output {
 	ms := now.UnixMilli()
+	if d := retryAfterOf(in); d > 0 && now.Add(d).After(m.limitedUntil) {
+		m.limitedUntil = now.Add(d)
+	}
 	switch in := in.(type) {
 	case Recovered:
 		return m.recovered(now)
@@ -240,7 +247,7 @@ func (m *Machine) Decide(in Input, now time.Time) Output {
 	case InvocationLost:
 		return m.invocationLost(in, ms)
 	case ReactionDue:
-		return m.reactionDue(in)
+		return m.reactionDue(in, now)
 	case ReactionDone:
 		return m.reactionDone(in)
 	case RedactDue:
@@ -825,4 +832,24 @@ func (m *Machine) sendDelay(retryAfter time.Duration) time.Duration {
 // RetryBase doubled per failed attempt, capped at RetryMax.
 func (m *Machine) retryDelay(attempt uint32) time.Duration {
 	return backoff.Doubled(m.policy.RetryBase, m.policy.RetryMax, int(attempt))
+}
+
+// retryAfterOf returns the wait a homeserver asked for in the outcome in
+// (a rate limit's retry_after_ms), or 0.
+func retryAfterOf(in Input) time.Duration {
+	switch in := in.(type) {
+	case SendDone:
+		return in.RetryAfter
+	case ReconcileDone:
+		return in.RetryAfter
+	case AnsweredChecked:
+		return in.RetryAfter
+	case ReactionDone:
+		return in.RetryAfter
+	case RedactDone:
+		return in.RetryAfter
+	case FindDone:
+		return in.RetryAfter
+	}
+	return 0
 }

@@ -143,10 +143,18 @@ func (m *Machine) waitReaction(out *Output, eventID string, waited time.Duration
 // once: ReactionRequested is durable before the request (the adapter
 // syncs the journal before it sends), so a reaction the homeserver stored
 // without Lisa learning of it is looked up when the invocation ends.
-func (m *Machine) reactionDue(in ReactionDue) Output {
+//
+// While the homeserver's rate limit holds the room (limitedUntil) no
+// reaction is put: Synapse counts a reaction against the same rc_message
+// as a reply (synapse/handlers/message.py ratelimits every client event),
+// so a ⏳ would delay the answers it announces and meet a 429 itself.
+func (m *Machine) reactionDue(in ReactionDue, now time.Time) Output {
 	var out Output
 	inv := m.Queued(in.EventID)
 	if inv == nil || inv.Notice || inv.Redacted || inv.ReactionEventID != "" || inv.ReactionRequested || inv.ForbiddenAtMs != 0 || m.policy.WaitReaction == "" {
+		return out
+	}
+	if now.Before(m.limitedUntil) {
 		return out
 	}
 	out.event(&roompb.ReactionRequested{EventId: in.EventID})

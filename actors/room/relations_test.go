@@ -104,6 +104,22 @@ func TestRelationsGolden(t *testing.T) {
 			d.feed(t, Recovered{}) // $b's reaction is on its way: asked again after the restart
 			d.feed(t, ReactionDone{EventID: "$b", ReactionEventID: "$wb"})
 		},
+		// While the homeserver's rate limit holds the room, a wait
+		// reaction falls due and is not put (it would take a send the
+		// answers need); one due after the wait is put.
+		"no_wait_reaction_while_rate_limited": func(t *testing.T, d *driver) {
+			d.feed(t, cands("$a", "$b", "$c"))
+			d.feed(t, SlotGranted{})
+			d.feed(t, InvocationDone{EventID: "$a", Attempt: 1, Content: []byte(`{"body":"A"}`)})
+			d.feed(t, SendDone{EventID: "$a", Err: transient(messages.CodeMatrixRateLimit), RetryAfter: 5 * time.Second})
+			d.now = d.now.Add(2 * time.Second) // 3 s into the 5 s wait
+			d.feed(t, ReactionDue{EventID: "$b"})
+			d.now = d.now.Add(2 * time.Second)
+			d.feed(t, ResendDue{EventID: "$a"})
+			d.feed(t, SendDone{EventID: "$a", ReplyEventID: "$ra"})
+			d.feed(t, ReactionDue{EventID: "$c"})
+			d.feed(t, ReactionDone{EventID: "$c", ReactionEventID: "$wc"})
+		},
 		"redaction_during_recovery_lookup": func(t *testing.T, d *driver) {
 			d.feed(t, cands("$a", "$b"))
 			d.feed(t, SlotGranted{})
