@@ -62,6 +62,12 @@ type Error struct {
 	Err error
 }
 
+// ErrRateLimitWait is the cause of a CodeMatrixRateLimit error for a
+// request that was not made: the homeserver's rate limit still held the
+// account (adapters/matrix). It is no refusal of the homeserver's and is
+// not counted as one.
+var ErrRateLimitWait = errors.New("not sent: the homeserver's rate limit still holds the account")
+
 // Error implements error.
 func (e *Error) Error() string {
 	if e.Err != nil {

@@ -502,7 +502,7 @@ func (r *roomActor) sendReply(ctx actor.Context, e SendReply) {
 			if le.Unreachable {
 				cfg.Flights.trouble() // before the flight ends: it counts for this send
 			}
-			if le.Code == messages.CodeMatrixRateLimit && cfg.Observer != nil {
+			if le.Code == messages.CodeMatrixRateLimit && !errors.Is(le.Err, messages.ErrRateLimitWait) && cfg.Observer != nil {
 				cfg.Observer.RateLimited(le.RetryAfter)
 			}
 			if cfg.Trail != nil {

@@ -27,6 +27,8 @@ type Client struct {
 	// skew is how much older than a question an event of Lisa's that
 	// relates to it may look (clockSkew; tests set it).
 	skew time.Duration
+	// limit paces the account's sends after a rate-limit refusal.
+	limit limiter
 }
 
 // Connect restores the session and verifies that the token belongs to
@@ -61,31 +63,43 @@ func (c *Client) UserID() string { return string(c.cli.UserID) }
 
 // SendReply sends content (exact JSON) as an m.room.message with txnID.
 func (c *Client) SendReply(ctx context.Context, room, txnID string, content []byte) (string, error) {
-	resp, err := c.cli.SendMessageEvent(ctx, id.RoomID(room), event.EventMessage, json.RawMessage(content),
-		mautrix.ReqSendEvent{TransactionID: txnID})
-	if err != nil {
-		return "", Classify(err)
-	}
-	return string(resp.EventID), nil
+	var evID id.EventID
+	err := c.paced(func() error {
+		resp, err := c.cli.SendMessageEvent(ctx, id.RoomID(room), event.EventMessage, json.RawMessage(content),
+			mautrix.ReqSendEvent{TransactionID: txnID})
+		if err != nil {
+			return Classify(err)
+		}
+		evID = resp.EventID
+		return nil
+	})
+	return string(evID), err
 }
 
 // React puts the reaction key on eventID (an m.reaction annotation) with
 // txnID and returns the reaction's event ID.
 func (c *Client) React(ctx context.Context, room, eventID, key, txnID string) (string, error) {
 	content := &event.ReactionEventContent{RelatesTo: event.RelatesTo{Type: event.RelAnnotation, EventID: id.EventID(eventID), Key: key}}
-	resp, err := c.cli.SendMessageEvent(ctx, id.RoomID(room), event.EventReaction, content, mautrix.ReqSendEvent{TransactionID: txnID})
-	if err != nil {
-		return "", Classify(err)
-	}
-	return string(resp.EventID), nil
+	var evID id.EventID
+	err := c.paced(func() error {
+		resp, err := c.cli.SendMessageEvent(ctx, id.RoomID(room), event.EventReaction, content, mautrix.ReqSendEvent{TransactionID: txnID})
+		if err != nil {
+			return Classify(err)
+		}
+		evID = resp.EventID
+		return nil
+	})
+	return string(evID), err
 }
 
 // Redact redacts eventID with txnID (PUT /redact/{eventId}/{txnId}).
 func (c *Client) Redact(ctx context.Context, room, eventID, txnID string) error {
-	if _, err := c.cli.RedactEvent(ctx, id.RoomID(room), id.EventID(eventID), mautrix.ReqRedact{TxnID: txnID}); err != nil {
-		return Classify(err)
-	}
-	return nil
+	return c.paced(func() error {
+		if _, err := c.cli.RedactEvent(ctx, id.RoomID(room), id.EventID(eventID), mautrix.ReqRedact{TxnID: txnID}); err != nil {
+			return Classify(err)
+		}
+		return nil
+	})
 }
 
 // findPages bounds how many pages of 100 of Lisa's own messages FindReply

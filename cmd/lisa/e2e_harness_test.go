@@ -72,6 +72,8 @@ type e2e struct {
 	// llmURL and model override llm.base_url (the scripted model's) and
 	// llm.model ("m"), for a real LLM server.
 	llmURL, model string
+	// replyWait bounds awaitReply (90 s when zero).
+	replyWait time.Duration
 }
 
 // onEachHomeserver runs f as a subtest per homeserver of
@@ -360,7 +362,11 @@ func inReplyTo(evt *event.Event) id.EventID {
 // awaitReply waits until Lisa answered ev in room at least once.
 func (e *e2e) awaitReply(room id.RoomID, ev id.EventID) {
 	e.t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	wait := e.replyWait
+	if wait == 0 {
+		wait = 90 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for e.replies(room)[ev] == 0 {
 		if time.Now().After(deadline) {
 			logs := ""
