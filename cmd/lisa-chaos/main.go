@@ -97,11 +97,8 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "lisa-chaos: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	names, err := homeserver.ParseNames(*hsName)
-	if err != nil || len(names) != 1 {
-		if err == nil {
-			err = fmt.Errorf("--homeserver names one of %s", strings.Join(homeserver.Names(), ", "))
-		}
+	hs, err := homeserverName(*hsName)
+	if err != nil {
 		fmt.Fprintln(stderr, "lisa-chaos:", err)
 		return exitUsage
 	}
@@ -136,7 +133,7 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.KillEvery = [2]time.Duration{*killEvery / 2, *killEvery * 3 / 2}
 	}
 	cfg.Progress = stdout
-	cfg.Homeserver = names[0]
+	cfg.Homeserver = hs
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lisa-chaos: campaign did not run (seed %d): %v\n", *seed, err)
@@ -158,6 +155,18 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitFailure
 	}
 	return exitOK
+}
+
+// homeserverName reads --homeserver: exactly one of homeserver.Names().
+func homeserverName(flagValue string) (string, error) {
+	names, err := homeserver.ParseNames(flagValue)
+	if err != nil {
+		return "", err
+	}
+	if len(names) != 1 {
+		return "", fmt.Errorf("--homeserver names one of %s", strings.Join(homeserver.Names(), ", "))
+	}
+	return names[0], nil
 }
 
 // finish removes a temporary working directory of a campaign that passed
