@@ -781,6 +781,7 @@ func (c *campaign) restarter(ctx context.Context) {
 		c.hsMu.Unlock()
 		if err != nil {
 			if ctx.Err() == nil {
+				c.log.Error("homeserver restart failed", "homeserver", c.hs.Name(), "err", err, "log_tail", c.hs.OutputTail())
 				c.report.violate("homeserver restart failed: %v", err)
 			}
 			return

@@ -39,7 +39,7 @@ func TestReportNamesTheHomeserver(t *testing.T) {
 		{Report{Seed: 7, Homeserver: "synapse", HomeserverVersion: "1.67.0", TxnIDsSurviveRestart: true, HomeserverRestarts: 3, HomeserverMoves: 1},
 			[]string{"synapse 1.67.0 (transaction IDs survive its restarts: yes", "3 (1 moved to another port)"}, "--seed 7 --homeserver synapse)"},
 		{Report{Seed: 8, Homeserver: "dendrite", HomeserverVersion: "v0.13.8", LateStoreWait: 5 * time.Minute},
-			[]string{"dendrite v0.13.8 (transaction IDs survive its restarts: no; waited 5m0s for late stores)"}, "--seed 8)"},
+			[]string{"dendrite v0.13.8 (transaction IDs survive its restarts: no; then waited 5m0s more for late stores)"}, "--seed 8)"},
 	} {
 		var b strings.Builder
 		tc.rep.WriteText(&b)

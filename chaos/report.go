@@ -130,7 +130,7 @@ func (r *Report) WriteText(w io.Writer) {
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(tw, "chaos campaign\t%s (seed %d; replay: go run ./cmd/lisa-chaos --seed %d%s)\n", verdict, r.Seed, r.Seed, homeserverFlag(r.Homeserver))
-	fmt.Fprintf(tw, "homeserver\t%s %s (transaction IDs survive its restarts: %s; waited %s for late stores)\n",
+	fmt.Fprintf(tw, "homeserver\t%s %s (transaction IDs survive its restarts: %s; then waited %s more for late stores)\n",
 		orUnknown(r.Homeserver), r.HomeserverVersion, yesNo(r.TxnIDsSurviveRestart), r.LateStoreWait)
 	fmt.Fprintf(tw, "duration\t%s (faults for %s, quiet catch-up %s)\n", r.Duration, r.TrafficPhase, r.QuietCatchUp)
 	fmt.Fprintf(tw, "rooms\t%d allowed + 1 not allowed\n", r.Rooms)
