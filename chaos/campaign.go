@@ -19,7 +19,7 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
-	"github.com/lisabot/lisa/testkit/dendrite"
+	"github.com/lisabot/lisa/devkit/homeserver"
 	"github.com/lisabot/lisa/testkit/llmfake"
 )
 
@@ -57,7 +57,11 @@ type Config struct {
 	Dir string
 	// Lisa returns a command that runs `lisa` with args.
 	Lisa func(args ...string) *exec.Cmd
-	// DendriteBinary overrides the Dendrite binary (else the cached build).
+	// Homeserver names the homeserver the campaign runs against, one of
+	// homeserver.Names(); empty means Dendrite.
+	Homeserver string
+	// DendriteBinary overrides the Dendrite binary (else the cached build,
+	// or $LISA_DENDRITE_BIN); Dendrite only.
 	DendriteBinary string
 	// Progress, if set, receives one line per notable step.
 	Progress io.Writer
@@ -93,7 +97,13 @@ func CIConfig(seed uint64, dir string, lisa func(args ...string) *exec.Cmd) Conf
 // store it: a restart that cuts its processing short leaves it to be
 // redelivered after the roomserver queue's acknowledgement timeout of
 // 5 min 10 s. Lisa's matrix.late_store_seconds default (330) matches it.
+// See lateStoreWindow for the other servers.
 const dendriteLateStore = 5*time.Minute + 30*time.Second
+
+// lisaHold bounds how long Lisa holds a reply in doubt on a server whose
+// transaction IDs she does not count on: matrix.late_store_seconds (330 s
+// by default, which the campaign's configuration keeps) plus a margin.
+const lisaHold = 5*time.Minute + 30*time.Second
 
 const (
 	genericError = "Sorry, I got tangled."
@@ -108,11 +118,15 @@ type campaign struct {
 	log    *slog.Logger
 	report *Report
 
-	hs       *dendrite.Server
-	llm      *llmfake.Server
+	hs  homeserver.Server
+	llm *llmfake.Server
+	// hsProxy is Lisa's link to the homeserver, with faults; hsDirect the
+	// human's, which never injects any. Both follow the homeserver when a
+	// restart moves it to another port.
 	hsProxy  *Proxy
+	hsDirect *Proxy
 	llmProxy *Proxy
-	bot      dendrite.Account
+	bot      homeserver.Account
 	human    *mautrix.Client
 	rooms    []id.RoomID
 	other    id.RoomID
@@ -192,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	c.report.LogDir = cfg.Dir
 	defer c.explainExits()
-	c.progress("seed %d: replay with `go run ./cmd/lisa-chaos --seed %d`", cfg.Seed, cfg.Seed)
+	c.progress("seed %d: replay with `go run ./cmd/lisa-chaos --seed %d%s`", cfg.Seed, cfg.Seed, homeserverFlag(cfg.Homeserver))
 	if err := c.setUp(ctx); err != nil {
 		c.tearDown()
 		return nil, err
@@ -210,13 +224,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return c.report, nil
 }
 
+// homeserverFlag is the --homeserver flag that replays a campaign against
+// name ("" for the default, Dendrite).
+func homeserverFlag(name string) string {
+	if name == "" || name == homeserver.Dendrite {
+		return ""
+	}
+	return " --homeserver " + name
+}
+
 func (c *campaign) setUp(ctx context.Context) error {
-	c.progress("starting Dendrite (the first run builds it)")
-	hs, err := dendrite.Launch(ctx, dendrite.Options{DataDir: filepath.Join(c.cfg.Dir, "dendrite"), Binary: c.cfg.DendriteBinary, Logger: c.log})
+	name := c.cfg.Homeserver
+	if name == "" {
+		name = homeserver.Dendrite
+	}
+	if name == homeserver.Dendrite {
+		c.progress("starting Dendrite (the first run builds it)")
+	} else {
+		c.progress("starting %s", name)
+	}
+	hs, err := homeserver.Launch(ctx, name, homeserver.Options{DataDir: filepath.Join(c.cfg.Dir, name),
+		DendriteBinary: c.cfg.DendriteBinary, Logger: c.log})
 	if err != nil {
 		return err
 	}
 	c.hs = hs
+	c.report.Homeserver, c.report.HomeserverVersion = hs.Name(), hs.Version()
+	c.report.TxnIDsSurviveRestart = hs.TxnIDsSurviveRestart()
+	c.progress("%s %s at %s (transaction IDs survive its restarts: %v)", hs.Name(), hs.Version(), hs.URL(), hs.TxnIDsSurviveRestart())
 	if c.bot, err = hs.RegisterUser(ctx, "lisa", "lisa-chaos-password", lisaDevice); err != nil {
 		return err
 	}
@@ -224,11 +259,14 @@ func (c *campaign) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.human, err = mautrix.NewClient(hs.URL(), id.UserID(human.UserID), human.AccessToken)
+	if c.hsDirect, err = NewProxy(hs.URL(), NetPlan{}); err != nil {
+		return err
+	}
+	c.human, err = mautrix.NewClient(c.hsDirect.URL(), id.UserID(human.UserID), human.AccessToken)
 	if err != nil {
 		return err
 	}
-	botCli, err := mautrix.NewClient(hs.URL(), id.UserID(c.bot.UserID), c.bot.AccessToken)
+	botCli, err := mautrix.NewClient(c.hsDirect.URL(), id.UserID(c.bot.UserID), c.bot.AccessToken)
 	if err != nil {
 		return err
 	}
@@ -277,7 +315,7 @@ func (c *campaign) tearDown() {
 			p.kill()
 		}
 	}
-	for _, px := range []*Proxy{c.hsProxy, c.llmProxy} {
+	for _, px := range []*Proxy{c.hsProxy, c.hsDirect, c.llmProxy} {
 		if px != nil {
 			_ = px.Close()
 		}
@@ -311,6 +349,9 @@ mention_aliases = ["Lisa", "@Lisa"]
 sync_timeout_ms = 2000
 sync_timeline_limit = 20
 gap_page_limit = 20
+# txn_ids_survive_restart stays "auto" (Lisa asks the server what it is:
+# Synapse keeps transaction IDs across restarts, Dendrite does not) and
+# late_store_seconds at its default, the hold where they do not survive.
 
 [llm]
 base_url = %q
@@ -720,7 +761,8 @@ func (c *campaign) killer(ctx context.Context) {
 	}
 }
 
-// restarter restarts the homeserver, which forgets its transaction IDs.
+// restarter restarts the homeserver (Dendrite forgets its transaction IDs
+// then, Synapse keeps them).
 func (c *campaign) restarter(ctx context.Context) {
 	for {
 		select {
@@ -730,11 +772,16 @@ func (c *campaign) restarter(ctx context.Context) {
 		}
 		c.hsMu.Lock()
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		before := c.hs.URL()
 		err := c.hs.Restart(rctx)
 		cancel()
+		if err == nil && c.hs.URL() != before {
+			err = c.follow(before)
+		}
 		c.hsMu.Unlock()
 		if err != nil {
 			if ctx.Err() == nil {
+				c.log.Error("homeserver restart failed", "homeserver", c.hs.Name(), "err", err, "log_tail", c.hs.OutputTail())
 				c.report.violate("homeserver restart failed: %v", err)
 			}
 			return
@@ -745,6 +792,23 @@ func (c *campaign) restarter(ctx context.Context) {
 		c.lastRestart = time.Now()
 		c.mu.Unlock()
 	}
+}
+
+// follow points both homeserver proxies at the homeserver's new URL: a
+// restart moved it (Synapse does when its old port was taken meanwhile).
+// Lisa and the human keep the proxies' URLs.
+func (c *campaign) follow(before string) error {
+	url := c.hs.URL()
+	c.log.Warn("the homeserver moved on restart; the proxies follow it", "old", before, "new", url)
+	c.mu.Lock()
+	c.report.HomeserverMoves++
+	c.mu.Unlock()
+	for _, px := range []*Proxy{c.hsProxy, c.hsDirect} {
+		if err := px.SetTarget(url); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // observe follows the rooms as the human: Lisa's messages (for replies to

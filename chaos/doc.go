@@ -11,7 +11,8 @@
 //     Lisa and the homeserver or the LLM and drops responses after the
 //     upstream succeeded, resets connections, answers 429 and 5xx, adds
 //     latency and truncates or corrupts JSON bodies;
-//   - the campaign runner, [Run]: a real Dendrite, a scripted LLM and Lisa
+//   - the campaign runner, [Run]: a real homeserver (Dendrite or Synapse,
+//     through devkit/homeserver), a scripted LLM and Lisa
 //     as a subprocess under all of the above plus SIGKILLs and homeserver
 //     restarts, with human traffic in several rooms, followed by the
 //     invariant checks of [Report] (every invocation answered exactly once

@@ -68,8 +68,9 @@ type NetPlan struct {
 
 // Proxy is a seeded HTTP fault proxy on a loopback port.
 type Proxy struct {
-	plan     NetPlan
-	upstream *httputil.ReverseProxy
+	plan NetPlan
+	// upstream forwards to the current target (see SetTarget).
+	upstream atomic.Pointer[httputil.ReverseProxy]
 	srv      *http.Server
 	ln       net.Listener
 	enabled  atomic.Bool
@@ -85,9 +86,9 @@ type Proxy struct {
 // NewProxy starts a proxy to target (an http:// base URL) on 127.0.0.1.
 // It injects nothing until Enable(true).
 func NewProxy(target string, plan NetPlan) (*Proxy, error) {
-	u, err := url.Parse(target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("chaos: bad proxy target %q", target)
+	up, err := reverseProxy(target)
+	if err != nil {
+		return nil, err
 	}
 	if len(plan.Kinds) == 0 {
 		plan.Kinds = AllNetKinds
@@ -101,16 +102,39 @@ func NewProxy(target string, plan NetPlan) (*Proxy, error) {
 	}
 	p := &Proxy{
 		plan: plan, ln: ln, counts: map[NetKind]int{},
-		rng:      rand.New(rand.NewPCG(plan.Seed, 0x6e6574)),
-		upstream: httputil.NewSingleHostReverseProxy(u),
+		rng: rand.New(rand.NewPCG(plan.Seed, 0x6e6574)),
 	}
-	p.upstream.ErrorLog = nil
-	p.upstream.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
-		w.WriteHeader(http.StatusBadGateway)
-	}
+	p.upstream.Store(up)
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
+}
+
+// reverseProxy forwards to target, answering 502 when it cannot.
+func reverseProxy(target string) (*httputil.ReverseProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("chaos: bad proxy target %q", target)
+	}
+	up := httputil.NewSingleHostReverseProxy(u)
+	up.ErrorLog = nil
+	up.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
+		w.WriteHeader(http.StatusBadGateway)
+	}
+	return up, nil
+}
+
+// SetTarget makes the proxy forward to target from now on: a homeserver
+// that restarted on another port (Synapse does when its old one was taken)
+// stays behind the same proxy URL. Requests already forwarded finish
+// against the old target.
+func (p *Proxy) SetTarget(target string) error {
+	up, err := reverseProxy(target)
+	if err != nil {
+		return err
+	}
+	p.upstream.Store(up)
+	return nil
 }
 
 // URL is the proxy's base URL.
@@ -182,11 +206,11 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	kind, arg := p.pick(r)
 	switch kind {
 	case "":
-		p.upstream.ServeHTTP(w, r)
+		p.upstream.Load().ServeHTTP(w, r)
 	case Reset:
 		hangUp(w)
 	case DropResponse:
-		p.upstream.ServeHTTP(httptest.NewRecorder(), r)
+		p.upstream.Load().ServeHTTP(httptest.NewRecorder(), r)
 		hangUp(w)
 	case TooMany:
 		ms := arg.Milliseconds()
@@ -206,10 +230,10 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			t.Stop()
 			return
 		}
-		p.upstream.ServeHTTP(w, r)
+		p.upstream.Load().ServeHTTP(w, r)
 	case Truncate, Malformed:
 		rec := httptest.NewRecorder()
-		p.upstream.ServeHTTP(rec, r)
+		p.upstream.Load().ServeHTTP(rec, r)
 		body := rec.Body.Bytes()
 		rng := rand.New(rand.NewPCG(uint64(arg), 1))
 		if kind == Truncate {

@@ -15,6 +15,16 @@ import (
 type Report struct {
 	Seed  uint64 `json:"seed"`
 	Rooms int    `json:"rooms"`
+	// Homeserver and HomeserverVersion name the server the campaign ran
+	// against ("synapse", "1.67.0"); TxnIDsSurviveRestart is what the
+	// launcher says of it (homeserver.Server.TxnIDsSurviveRestart).
+	Homeserver           string `json:"homeserver"`
+	HomeserverVersion    string `json:"homeserver_version"`
+	TxnIDsSurviveRestart bool   `json:"txn_ids_survive_restart"`
+	// LateStoreWait is how long the campaign waited, after the traffic,
+	// for a late store of a send a homeserver restart cut short, before
+	// counting (zero on a server that stores a send within its request).
+	LateStoreWait time.Duration `json:"late_store_wait_ns"`
 	// Duration is the whole campaign; TrafficPhase the part with faults.
 	Duration     time.Duration `json:"duration_ns"`
 	TrafficPhase time.Duration `json:"traffic_phase_ns"`
@@ -53,7 +63,10 @@ type Report struct {
 	NetRequests        map[string]int64 `json:"net_requests"`
 	Kills              map[string]int   `json:"kills"` // "sigkill" or the failpoint
 	HomeserverRestarts int              `json:"homeserver_restarts"`
-	LisaStarts         int              `json:"lisa_starts"`
+	// HomeserverMoves counts restarts that moved the homeserver to
+	// another port (its old one was taken); the proxies followed it.
+	HomeserverMoves int `json:"homeserver_moves,omitempty"`
+	LisaStarts      int `json:"lisa_starts"`
 	// Exits counts how each process ended: "sigkill" (the campaign's),
 	// "failpoint:…", "stopped" (the campaign's SIGTERM, exit 0), or
 	// "exit:N" / "signal:…" (by herself; "sigterm:" before them when she
@@ -116,7 +129,9 @@ func (r *Report) WriteText(w io.Writer) {
 	if !r.OK() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(tw, "chaos campaign\t%s (seed %d; replay: go run ./cmd/lisa-chaos --seed %d)\n", verdict, r.Seed, r.Seed)
+	fmt.Fprintf(tw, "chaos campaign\t%s (seed %d; replay: go run ./cmd/lisa-chaos --seed %d%s)\n", verdict, r.Seed, r.Seed, homeserverFlag(r.Homeserver))
+	fmt.Fprintf(tw, "homeserver\t%s %s (transaction IDs survive its restarts: %s; then waited %s more for late stores)\n",
+		orUnknown(r.Homeserver), r.HomeserverVersion, yesNo(r.TxnIDsSurviveRestart), r.LateStoreWait)
 	fmt.Fprintf(tw, "duration\t%s (faults for %s, quiet catch-up %s)\n", r.Duration, r.TrafficPhase, r.QuietCatchUp)
 	fmt.Fprintf(tw, "rooms\t%d allowed + 1 not allowed\n", r.Rooms)
 	fmt.Fprintf(tw, "invocations issued\t%d (and %d messages to ignore)\n", r.Invocations, r.Chatter)
@@ -132,7 +147,11 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(tw, "  network faults\t%d %s\n", r.TotalNetFaults, kv(r.NetFaults))
 	fmt.Fprintf(tw, "  requests through the proxies\thomeserver %d, LLM %d\n", r.NetRequests["homeserver"], r.NetRequests["llm"])
 	fmt.Fprintf(tw, "  process kills\t%d %s\n", r.TotalKills, kv(r.Kills))
-	fmt.Fprintf(tw, "  homeserver restarts\t%d\n", r.HomeserverRestarts)
+	fmt.Fprintf(tw, "  homeserver restarts\t%d", r.HomeserverRestarts)
+	if r.HomeserverMoves > 0 {
+		fmt.Fprintf(tw, " (%d moved to another port)", r.HomeserverMoves)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "lisa starts\t%d; exits %s\n", r.LisaStarts, kv(r.Exits))
 	fmt.Fprintf(tw, "lisa's own exits\t%d\n", r.OwnExitCount())
 	for _, e := range r.OwnExits {
@@ -170,4 +189,18 @@ func kv(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return "(" + strings.Join(parts, " ") + ")"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown)"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/lisabot/lisa/actors/app"
 	"github.com/lisabot/lisa/actors/room"
 	"github.com/lisabot/lisa/adapters/admin"
+	"github.com/lisabot/lisa/devkit/homeserver"
 	"github.com/lisabot/lisa/messages"
 	"github.com/lisabot/lisa/persistence"
 )
@@ -121,7 +122,7 @@ func (c *campaign) settle(ctx context.Context) error {
 	}
 	recoverStart := time.Now()
 	c.mu.Lock()
-	lateStoresBy := c.lastRestart.Add(dendriteLateStore)
+	lateStoresBy := c.lastRestart.Add(lateStoreWindow(c.hs.Name()))
 	c.mu.Unlock()
 
 	// Every invocation answered at least once; a reply held because the
@@ -134,7 +135,10 @@ func (c *campaign) settle(ctx context.Context) error {
 	// Lisa cannot see a homeserver restart that happened while she was
 	// down, so a reply held for a late store stays held for the window
 	// after her start (room.ReconcileDone.TroubleAt): give it that too.
-	if d := recoverStart.Add(dendriteLateStore + 2*time.Minute); d.After(deadline) {
+	// This is a bound, not a wait, and it holds on every server: a Lisa
+	// that could not tell what the server is (its identity request met a
+	// network fault) holds as on Dendrite, even on Synapse.
+	if d := recoverStart.Add(lisaHold + 2*time.Minute); d.After(deadline) {
 		deadline = d
 	}
 	if err := c.awaitAnswers(ctx, recoverStart, deadline); err != nil {
@@ -143,6 +147,9 @@ func (c *campaign) settle(ctx context.Context) error {
 	c.report.QuietCatchUp = time.Since(recoverStart).Round(100 * time.Millisecond)
 	if err := c.awaitSentinels(ctx, deadline.Add(2*time.Minute)); err != nil {
 		return err
+	}
+	if w := time.Until(lateStoresBy); w > 0 {
+		c.report.LateStoreWait = w.Round(time.Second)
 	}
 	if err := c.awaitLateStores(ctx, lateStoresBy); err != nil {
 		return err
@@ -249,10 +256,36 @@ func (c *campaign) awaitSentinels(ctx context.Context, deadline time.Time) error
 	}
 }
 
-// awaitLateStores waits until lateStoresBy. A send a homeserver restart
-// cut short is stored up to Dendrite's late-store window after it was
-// received: count only after that, so a late store shows up as the
+// lateStoreWindow is how long after the homeserver named name came back
+// from a restart a send it received before may still be stored: the
+// campaign counts only after it, so that a late store shows up as the
 // duplicate it would be.
+//
+// Dendrite: dendriteLateStore (its JetStream queue redelivers an
+// unacknowledged send after the restart).
+//
+// Synapse 1.67.0: zero. A send is stored within its request, or never:
+// RoomSendEventRestServlet.on_PUT (synapse/rest/client/room.py) awaits
+// on_POST, which awaits
+// EventCreationHandler.create_and_send_nonmember_event
+// (synapse/handlers/message.py); that looks the transaction ID up
+// (get_event_id_from_transaction_id) and then awaits
+// handle_new_client_event → _persist_event → persist_and_notify_client_event
+// → EventsPersistenceStorageController.persist_event
+// (synapse/storage/controllers/persist_events.py), whose queue
+// (_EventPeristenceQueue) is in memory: the event and its transaction ID
+// are written in one database transaction before the 200 goes out, and a
+// send a restart cuts short is gone with the process, not redelivered
+// later. A retry after the restart finds the stored event by its
+// transaction ID (event_txn_id, 24 h) or stores it for the first time.
+func lateStoreWindow(name string) time.Duration {
+	if name == homeserver.Synapse {
+		return 0
+	}
+	return dendriteLateStore
+}
+
+// awaitLateStores waits until lateStoresBy (see lateStoreWindow).
 func (c *campaign) awaitLateStores(ctx context.Context, lateStoresBy time.Time) error {
 	wait := time.Until(lateStoresBy)
 	if wait <= 0 {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 	"github.com/lisabot/lisa/chaos"
 	"github.com/lisabot/lisa/config"
 	"github.com/lisabot/lisa/daemon"
+	"github.com/lisabot/lisa/devkit/dendrite"
+	"github.com/lisabot/lisa/devkit/homeserver"
+	"github.com/lisabot/lisa/devkit/synapse"
 )
 
 // Exit codes, as lisa's.
@@ -67,7 +71,8 @@ func runLisa(ctx context.Context, args []string, stderr io.Writer, getenv config
 }
 
 // campaign is a seeded fault campaign against Lisa (this binary, run as
-// `lisa-chaos run`), a local Dendrite and a scripted LLM. It exits 0 only
+// `lisa-chaos run`), a local homeserver (Dendrite or Synapse) and a
+// scripted LLM. It exits 0 only
 // if every invariant held.
 func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lisa-chaos", flag.ContinueOnError)
@@ -80,6 +85,8 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	killEvery := fs.Duration("kill-every", 0, "mean time between random SIGKILLs, drawn from [D/2, 3D/2] (default: the CI campaign's 3–8 s)")
 	dir := fs.String("dir", "", "working directory, kept afterwards (default: a temporary one, removed if the campaign passed)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
+	hsName := fs.String("homeserver", homeserver.Dendrite, "the homeserver to run against: "+strings.Join(homeserver.Names(), " or ")+
+		" (Synapse from its source tarball, $"+synapse.TarballEnv+" or ../shared/tools/synapse/; Dendrite: $"+dendrite.BinaryEnv+" or the cached build)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -88,6 +95,11 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lisa-chaos: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	hs, err := homeserverName(*hsName)
+	if err != nil {
+		fmt.Fprintln(stderr, "lisa-chaos:", err)
 		return exitUsage
 	}
 	if *rooms < 1 || *duration <= 0 || *actorRate < 0 || *actorRate > 1 || *netRate < 0 || *netRate > 1 || *killEvery < 0 {
@@ -121,6 +133,7 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.KillEvery = [2]time.Duration{*killEvery / 2, *killEvery * 3 / 2}
 	}
 	cfg.Progress = stdout
+	cfg.Homeserver = hs
 	rep, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "lisa-chaos: campaign did not run (seed %d): %v\n", *seed, err)
@@ -144,6 +157,18 @@ func campaign(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitOK
 }
 
+// homeserverName reads --homeserver: exactly one of homeserver.Names().
+func homeserverName(flagValue string) (string, error) {
+	names, err := homeserver.ParseNames(flagValue)
+	if err != nil {
+		return "", err
+	}
+	if len(names) != 1 {
+		return "", fmt.Errorf("--homeserver names one of %s", strings.Join(homeserver.Names(), ", "))
+	}
+	return names[0], nil
+}
+
 // finish removes a temporary working directory of a campaign that passed
 // and keeps any other; it says where a failed campaign's logs are, and
 // reports whether the directory is still there.
@@ -156,7 +181,7 @@ func finish(work string, temporary, passed bool, stderr io.Writer) (kept bool) {
 		return false
 	}
 	if !passed {
-		fmt.Fprintf(stderr, "lisa-chaos: the campaign failed; its logs are kept: %s, %s (data and Dendrite's files beside them)\n",
+		fmt.Fprintf(stderr, "lisa-chaos: the campaign failed; its logs are kept: %s, %s (data and the homeserver's files beside them)\n",
 			filepath.Join(work, chaos.CampaignLog), filepath.Join(work, chaos.LisaLog))
 	}
 	return true

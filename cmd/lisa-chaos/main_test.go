@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,5 +89,50 @@ func TestFinish(t *testing.T) {
 				t.Errorf("stderr = %q, want %q", &stderr, tc.says)
 			}
 		})
+	}
+}
+
+// TestHomeserverFlag: --homeserver takes exactly one known name; anything
+// else is a usage error naming the known ones, before any campaign runs.
+func TestHomeserverFlag(t *testing.T) {
+	for _, tc := range []struct {
+		value, says string
+	}{
+		{"conduit", `unknown homeserver "conduit" (known: dendrite, synapse)`},
+		{"", "--homeserver names one of dendrite, synapse"},
+		{"dendrite,synapse", "--homeserver names one of dendrite, synapse"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			t.Setenv("TMPDIR", t.TempDir())
+			var stdout, stderr bytes.Buffer
+			code := campaign(context.Background(), []string{"--homeserver", tc.value, "--duration", "1s"}, &stdout, &stderr)
+			if code != exitUsage {
+				t.Fatalf("exit code %d, want %d (usage); stderr:\n%s", code, exitUsage, &stderr)
+			}
+			if !strings.Contains(stderr.String(), tc.says) {
+				t.Errorf("stderr = %q, want it to say %q", &stderr, tc.says)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("a campaign began: %q", &stdout)
+			}
+		})
+	}
+	// The flag's help names both servers.
+	var stderr bytes.Buffer
+	if code := campaign(context.Background(), []string{"-h"}, io.Discard, &stderr); code != exitOK {
+		t.Fatalf("-h: exit code %d", code)
+	}
+	if !strings.Contains(stderr.String(), "-homeserver") || !strings.Contains(stderr.String(), "dendrite or synapse") {
+		t.Errorf("help does not describe --homeserver:\n%s", &stderr)
+	}
+}
+
+// TestHomeserverNames: the names the flag accepts, case and spaces ignored.
+func TestHomeserverNames(t *testing.T) {
+	for in, want := range map[string]string{"dendrite": "dendrite", " Synapse ": "synapse"} {
+		got, err := homeserverName(in)
+		if err != nil || got != want {
+			t.Errorf("homeserverName(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }

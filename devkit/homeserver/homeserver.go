@@ -86,6 +86,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Output receives the server's own log; nil discards it.
 	Output io.Writer
+	// DendriteBinary is the dendrite executable (Dendrite only; empty:
+	// devkit/dendrite's cached build, or $LISA_DENDRITE_BIN).
+	DendriteBinary string
 }
 
 // ParseNames reads a comma-separated list of homeserver names (spaces
@@ -214,7 +217,7 @@ func (s SynapseServer) Login(ctx context.Context, localpart, password, deviceID 
 
 // Dendrite returns opts as devkit/dendrite options.
 func (o Options) Dendrite() dendrite.Options {
-	return dendrite.Options{DataDir: o.DataDir, RateLimiting: o.RateLimits,
+	return dendrite.Options{Binary: o.DendriteBinary, DataDir: o.DataDir, RateLimiting: o.RateLimits,
 		StartTimeout: o.StartTimeout, Logger: o.Logger, Output: o.Output}
 }
 
