@@ -811,12 +811,23 @@ func (m *Machine) holdUntil(out *Output, head *Invocation, lateFrom, at time.Tim
 // made at or after TxnIDsFrom, and at is less than TxnIDRetention after
 // it was made (every send of it, and the server's record of one, came
 // after that). Unknown times never count as covered.
+//
+// A reply not ready in the journal may still have been sent (its send
+// starts while ReplyReady is written, Output.Early), always with the
+// event's one transaction ID and never before the first attempt started:
+// FirstStartedAtMs stands in for when it was made. (Found by lisa-chaos
+// on Synapse: a room that died in its first attempt held the answer for
+// late_store_seconds on a server that keeps transaction IDs.)
 func (m *Machine) txnIDsCover(head *Invocation, at time.Time) bool {
 	r := m.policy.TxnIDRetention
-	if r <= 0 || head.ReadyAtMs <= 0 || at.IsZero() {
+	madeMs := head.ReadyAtMs
+	if madeMs <= 0 {
+		madeMs = head.FirstStartedAtMs
+	}
+	if r <= 0 || madeMs <= 0 || at.IsZero() {
 		return false
 	}
-	made := time.UnixMilli(head.ReadyAtMs)
+	made := time.UnixMilli(madeMs)
 	return !made.Before(m.policy.TxnIDsFrom) && !at.Before(made) && at.Sub(made) < r
 }
 

@@ -677,20 +677,31 @@ func TestTxnIDsThatSurviveAreNotHeld(t *testing.T) {
 		in       ReconcileDone
 		want     time.Time
 		wantHeld bool
+		notReady bool // the attempt started at made; no ReplyReady
 	}{
-		{"a send cut by a restart: looked up, not held", kept, base.Add(-time.Minute), time.Time{}, restart, settled, false},
-		{"an earlier process's reply, the server restarted unseen: not held", kept, base.Add(-time.Minute), time.Time{}, unseen, settled, false},
-		{"the same on a server that forgets them: held", p, base.Add(-time.Minute), time.Time{}, restart, heldFor, true},
-		{"past the retention: held", kept, base.Add(-23 * time.Hour), time.Time{}, restart, heldFor, true},
-		{"made before TxnIDsFrom (another access token): held", later, base.Add(-time.Minute), time.Time{}, restart, heldFor, true},
-		{"made since TxnIDsFrom: not held", later, base, time.Time{}, restart, settled, false},
-		{"a journaled hold stays", kept, base.Add(-time.Minute), base.Add(3 * time.Minute), restart, base.Add(3 * time.Minute), false},
-		{"no lookup time: held", kept, base.Add(-time.Minute), time.Time{}, ReconcileDone{QuietSince: base, LateStoreFrom: base}, heldFor, true},
-		{"made after the lookup (a clock step): held", kept, base.Add(time.Hour), time.Time{}, restart, heldFor, true},
+		{"a send cut by a restart: looked up, not held", kept, base.Add(-time.Minute), time.Time{}, restart, settled, false, false},
+		{"an earlier process's reply, the server restarted unseen: not held", kept, base.Add(-time.Minute), time.Time{}, unseen, settled, false, false},
+		{"the same on a server that forgets them: held", p, base.Add(-time.Minute), time.Time{}, restart, heldFor, true, false},
+		{"past the retention: held", kept, base.Add(-23 * time.Hour), time.Time{}, restart, heldFor, true, false},
+		{"made before TxnIDsFrom (another access token): held", later, base.Add(-time.Minute), time.Time{}, restart, heldFor, true, false},
+		{"made since TxnIDsFrom: not held", later, base, time.Time{}, restart, settled, false, false},
+		{"a journaled hold stays", kept, base.Add(-time.Minute), base.Add(3 * time.Minute), restart, base.Add(3 * time.Minute), false, false},
+		{"no lookup time: held", kept, base.Add(-time.Minute), time.Time{}, ReconcileDone{QuietSince: base, LateStoreFrom: base}, heldFor, true, false},
+		{"made after the lookup (a clock step): held", kept, base.Add(time.Hour), time.Time{}, restart, heldFor, true, false},
+		{"not ready, its attempt started since TxnIDsFrom: not held", later, base, time.Time{}, restart, settled, false, true},
+		{"not ready, its attempt started before TxnIDsFrom: held", later, base.Add(-time.Minute), time.Time{}, restart, heldFor, true, true},
+		{"not ready on a server that forgets them: held", p, base, time.Time{}, restart, heldFor, true, true},
+		{"not ready, never started: held", kept, time.Time{}, time.Time{}, restart, heldFor, true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			head := &Invocation{Candidate: &roompb.Candidate{EventId: "$a"}, Ready: true, ReadyAtMs: tc.made.UnixMilli()}
+			if tc.notReady {
+				head.Ready, head.ReadyAtMs, head.FirstStartedAtMs = false, 0, 0
+				if !tc.made.IsZero() {
+					head.FirstStartedAtMs = tc.made.UnixMilli()
+				}
+			}
 			if !tc.held.IsZero() {
 				head.HeldUntilMs = tc.held.UnixMilli()
 			}
