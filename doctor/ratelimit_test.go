@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +29,8 @@ import (
 // lets a user with a zero messages_per_second override pass); an override
 // of its own is named with its numbers.
 func TestRateLimitOnSynapse(t *testing.T) {
-	if !slices.Contains(homeserver.List(t), homeserver.Synapse) {
-		t.Skip("synapse is not in the homeserver list")
-	}
+	// Start skips in one line naming what Synapse lacks here, unless
+	// LISA_REQUIRE_SYNAPSE=1 (CI) makes that a failure.
 	hs := homeserver.Start(t, homeserver.Synapse, homeserver.Options{RateLimits: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()

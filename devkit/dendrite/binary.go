@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"github.com/lisabot/lisa/devkit/hsproc"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -189,8 +190,8 @@ func build(ctx context.Context, log *slog.Logger, dir, bin string) error {
 	// Keep the build hermetic: no workspace, no vendoring or other
 	// surprises from the caller's GOFLAGS.
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
-	var output tailBuffer
-	output.max = 16 << 10
+	var output hsproc.TailBuffer
+	output.Max = 16 << 10
 	cmd.Stdout = &output
 	cmd.Stderr = &output
 	cmd.WaitDelay = 10 * time.Second

@@ -396,21 +396,6 @@ func TestAccountRedaction(t *testing.T) {
 	}
 }
 
-// TestTailBuffer checks that only the end of the output is kept.
-func TestTailBuffer(t *testing.T) {
-	t.Parallel()
-	b := tailBuffer{max: 8}
-	_, _ = b.Write([]byte("0123456789"))
-	_, _ = b.Write([]byte("ab"))
-	if got, want := b.String(), "[earlier output dropped]\n456789ab"; got != want {
-		t.Errorf("tail = %q, want %q", got, want)
-	}
-	b.Reset()
-	if got := b.String(); got != "(no output)" {
-		t.Errorf("tail after reset = %q", got)
-	}
-}
-
 // TestEnsureBinaryBuild builds Dendrite into a fresh cache directory from
 // the embedded build module, from two goroutines at once: the file lock must
 // make one build and hand the same path to both. With a warm Go build cache

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lisabot/lisa/devkit/hsproc"
 	"io"
 	"log/slog"
 	"net"
@@ -358,22 +359,8 @@ func (s *Server) waitReady(ctx context.Context, p *process) error {
 	}
 }
 
-// ping reports whether GET /_matrix/client/versions answers 200.
-func (s *Server) ping(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/_matrix/client/versions", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
+// ping reports whether the server's client API answers.
+func (s *Server) ping(ctx context.Context) bool { return hsproc.Ping(ctx, s.client, s.URL()) }
 
 // kill SIGKILLs the process and its process group and waits until it is
 // reaped.
@@ -420,13 +407,8 @@ func (s *Server) stopProcessLocked(ctx context.Context) {
 	}
 }
 
-// exitText describes a Wait result for logs.
-func exitText(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
-}
+// exitText is hsproc.ExitText.
+func exitText(err error) string { return hsproc.ExitText(err) }
 
 // addr returns 127.0.0.1:port.
 func (s *Server) addr() string {
@@ -568,7 +550,7 @@ func (s *Server) redact(text string) string {
 // stall or kill Synapse.
 type outputWriter struct {
 	out  io.Writer
-	tail tailBuffer
+	tail hsproc.TailBuffer
 
 	mu        sync.Mutex
 	want      string // the line that says our listener is bound
@@ -615,51 +597,4 @@ func (w *outputWriter) bound() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.listening
-}
-
-// tailBuffer keeps the last max bytes written to it (outputTail if max is
-// zero). It is safe for concurrent use.
-type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	buf     []byte
-	dropped bool
-}
-
-// Write implements io.Writer.
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	limit := b.max
-	if limit <= 0 {
-		limit = outputTail
-	}
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - limit; over > 0 {
-		n := copy(b.buf, b.buf[over:])
-		b.buf = b.buf[:n]
-		b.dropped = true
-	}
-	return len(p), nil
-}
-
-// String returns the kept bytes, marked if earlier output was dropped.
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) == 0 {
-		return "(no output)"
-	}
-	if b.dropped {
-		return "[earlier output dropped]\n" + string(b.buf)
-	}
-	return string(b.buf)
-}
-
-// Reset forgets everything written so far.
-func (b *tailBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = b.buf[:0]
-	b.dropped = false
 }
